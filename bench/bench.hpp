@@ -1,0 +1,59 @@
+// aspen-bench: what every workload file provides and main.cpp runs.
+//
+// A workload is three plain functions that each do the whole job once and
+// return the value to check: the aspen version, the oneTBB version (nullptr
+// when TBB has no equivalent) and a serial baseline (nullptr when there is
+// none). main.cpp times them; the functions only do the work.
+#pragma once
+
+#include <aspen/aspen.hpp>
+
+#include <oneapi/tbb/task_arena.h>
+
+#include <cstdint>
+#include <string>
+
+namespace bench {
+
+// The TBB arenas of one worker count, created once outside the timed region.
+struct tbb_arenas {
+    // task_arena(workers): the calling thread joins it and workers-1 TBB
+    // worker threads help, so exactly `workers` threads run the tasks.
+    tbb::task_arena& local;
+    // task_arena(workers, 0): all `workers` slots belong to TBB worker
+    // threads; the calling thread stays outside (used to submit from outside,
+    // like aspen::runtime::spawn from main()).
+    tbb::task_arena& remote;
+};
+
+struct workload {
+    std::string name;
+    std::string param;  // shown in the table and the CSV; never contains a comma
+    std::int64_t expected;
+    std::int64_t (*aspen)(aspen::runtime& rt);
+    std::int64_t (*tbb)(tbb_arenas& arenas);  // nullptr: no TBB equivalent
+    std::int64_t (*serial)();                 // nullptr: no serial baseline
+};
+
+// The registry: one function per workload file.
+workload fib_workload();
+workload skynet_workload();
+workload nqueens_workload();
+workload spawn_many_local_workload();
+workload spawn_many_remote_workload();
+workload yield_many_workload();
+workload chained_spawn_workload();
+
+// fib(n) on aspen, spawning fib(n-1) at every level (also used by the
+// peak-RSS child process in main.cpp).
+std::int64_t aspen_fib(aspen::runtime& rt, int n);
+
+// Returns v unchanged, but the compiler cannot see that: keeps a constant
+// argument from being folded into a precomputed serial result.
+template <class T>
+inline T opaque(T v) noexcept {
+    asm volatile("" : "+r"(v));
+    return v;
+}
+
+}  // namespace bench

@@ -1,0 +1,379 @@
+// aspen-bench: runs each workload on aspen, on oneTBB and serially, at the
+// requested worker counts, checks every result and prints a table or CSV.
+//
+//   aspen-bench [--workers 1,2] [--runs 7] [--only fib,skynet] [--csv]
+#include "bench.hpp"
+
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using bench::workload;
+
+struct options {
+    std::vector<std::size_t> workers{1, 2};
+    int runs = 7;
+    std::vector<std::string> only;
+    bool csv = false;
+};
+
+// One runtime x bench x worker count.
+struct measurement {
+    bool present = false;  // false: not run (no such variant)
+    double median_ms = 0;
+    double min_ms = 0;
+    std::int64_t value = 0;  // the last value seen, or the first wrong one
+    bool ok = true;
+};
+
+struct bench_results {
+    workload w;
+    std::vector<measurement> aspen;  // one per worker count
+    std::vector<measurement> tbb;
+    measurement serial;
+};
+
+std::vector<workload> all_workloads() {
+    return {bench::fib_workload(),
+            bench::skynet_workload(),
+            bench::nqueens_workload(),
+            bench::spawn_many_local_workload(),
+            bench::spawn_many_remote_workload(),
+            bench::yield_many_workload(),
+            bench::chained_spawn_workload()};
+}
+
+void usage(std::FILE* out, const char* argv0) {
+    std::fprintf(out,
+                 "usage: %s [--workers LIST] [--runs N] [--only NAMES] [--csv] [--help]\n"
+                 "  --workers LIST  comma-separated worker counts (default 1,2)\n"
+                 "  --runs N        timed runs per measurement, after one warm-up (default 7)\n"
+                 "  --only NAMES    comma-separated workloads to run (default: all)\n"
+                 "  --csv           print CSV: runtime,bench,workers,param,median_ms,min_ms,value,ok\n"
+                 "workloads:",
+                 argv0);
+    for (const auto& w : all_workloads()) std::fprintf(out, " %s", w.name.c_str());
+    std::fprintf(out, "\n");
+}
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> parts;
+    std::size_t start = 0;
+    while (true) {
+        std::size_t comma = s.find(',', start);
+        parts.push_back(s.substr(start, comma - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return parts;
+}
+
+std::optional<long> parse_positive(const std::string& s) {
+    if (s.empty() || s.size() > 9) return std::nullopt;
+    long v = 0;
+    for (char c : s) {
+        if (c < '0' || c > '9') return std::nullopt;
+        v = v * 10 + (c - '0');
+    }
+    if (v <= 0) return std::nullopt;
+    return v;
+}
+
+// Returns the options, or the exit code to stop with.
+std::optional<options> parse_args(int argc, char** argv, int& exit_code) {
+    options opt;
+    const std::vector<workload> known = all_workloads();
+    auto fail = [&](const std::string& msg) -> std::optional<options> {
+        std::fprintf(stderr, "aspen-bench: %s\n", msg.c_str());
+        usage(stderr, argv[0]);
+        exit_code = 2;
+        return std::nullopt;
+    };
+    for (int i = 1; i < argc; ++i) {
+        std::string arg = argv[i];
+        std::string value;
+        bool has_value = false;
+        if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value = arg.substr(eq + 1);
+            arg = arg.substr(0, eq);
+            has_value = true;
+        }
+        auto take_value = [&]() -> bool {
+            if (has_value) return true;
+            if (i + 1 >= argc) return false;
+            value = argv[++i];
+            return true;
+        };
+        if (arg == "--help" || arg == "-h") {
+            usage(stdout, argv[0]);
+            exit_code = 0;
+            return std::nullopt;
+        } else if (arg == "--csv") {
+            opt.csv = true;
+        } else if (arg == "--workers") {
+            if (!take_value()) return fail("--workers needs a value");
+            opt.workers.clear();
+            for (const auto& part : split(value)) {
+                auto n = parse_positive(part);
+                if (!n || *n > 1024) return fail("bad worker count '" + part + "' in --workers");
+                opt.workers.push_back(static_cast<std::size_t>(*n));
+            }
+        } else if (arg == "--runs") {
+            if (!take_value()) return fail("--runs needs a value");
+            auto n = parse_positive(value);
+            if (!n || *n > 100000) return fail("bad --runs '" + value + "'");
+            opt.runs = static_cast<int>(*n);
+        } else if (arg == "--only") {
+            if (!take_value()) return fail("--only needs a value");
+            opt.only.clear();
+            for (const auto& name : split(value)) {
+                bool found = std::any_of(known.begin(), known.end(), [&](const workload& w) { return w.name == name; });
+                if (!found) return fail("unknown workload '" + name + "' in --only");
+                opt.only.push_back(name);
+            }
+        } else {
+            return fail("unknown argument '" + std::string(argv[i]) + "'");
+        }
+    }
+    return opt;
+}
+
+// One warm-up run, then `runs` timed runs; every value is checked.
+template <class F>
+measurement measure(const char* runtime, const workload& w, std::size_t workers, int runs, F&& fn) {
+    measurement m;
+    m.present = true;
+    std::vector<double> times;
+    times.reserve(static_cast<std::size_t>(runs));
+    for (int i = 0; i <= runs; ++i) {
+        std::int64_t v = 0;
+        const auto start = std::chrono::steady_clock::now();
+        try {
+            v = fn();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "FAILED: runtime=%s bench=%s workers=%zu threw: %s\n", runtime, w.name.c_str(),
+                         workers, e.what());
+            m.ok = false;
+            break;
+        }
+        const auto stop = std::chrono::steady_clock::now();
+        if (m.ok) m.value = v;
+        if (v != w.expected) {
+            if (m.ok)
+                std::fprintf(stderr, "CHECK FAILED: runtime=%s bench=%s workers=%zu value=%lld expected=%lld\n",
+                             runtime, w.name.c_str(), workers, static_cast<long long>(v),
+                             static_cast<long long>(w.expected));
+            m.ok = false;
+        }
+        if (i > 0) times.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+    }
+    if (!times.empty()) {
+        std::sort(times.begin(), times.end());
+        const std::size_t n = times.size();
+        m.median_ms = n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
+        m.min_ms = times.front();
+    }
+    return m;
+}
+
+// Runs aspen fib(35) in a child process and returns its peak RSS in KiB
+// (ru_maxrss of the child alone), or nullopt if it failed. Called before the
+// parent starts any thread, so the fork is clean and the child's footprint
+// is not inflated by the parent's benchmark allocations.
+std::optional<long> fib35_peak_rss_kib(std::size_t workers) {
+    constexpr int n = 35;
+    constexpr std::int64_t fib_35 = 9227465;
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        std::perror("aspen-bench: fork");
+        return std::nullopt;
+    }
+    if (pid == 0) {
+        int code = 1;
+        try {
+            aspen::config cfg;
+            cfg.workers = workers;
+            aspen::runtime rt(cfg);
+            const std::int64_t v = bench::aspen_fib(rt, n);
+            if (v == fib_35)
+                code = 0;
+            else
+                std::fprintf(stderr, "CHECK FAILED: runtime=aspen bench=fib(35) rss child value=%lld expected=%lld\n",
+                             static_cast<long long>(v), static_cast<long long>(fib_35));
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "FAILED: aspen fib(35) rss child threw: %s\n", e.what());
+        }
+        std::fflush(nullptr);
+        _exit(code);
+    }
+    int status = 0;
+    rusage usage{};
+    if (wait4(pid, &status, 0, &usage) != pid) {
+        std::perror("aspen-bench: wait4");
+        return std::nullopt;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (WIFSIGNALED(status))
+            std::fprintf(stderr, "FAILED: aspen fib(35) rss child killed by signal %d\n", WTERMSIG(status));
+        return std::nullopt;
+    }
+    return usage.ru_maxrss;  // KiB on Linux
+}
+
+std::string ms(const measurement& m) {
+    if (!m.present) return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", m.median_ms);
+    return buf;
+}
+
+std::string ms_min(const measurement& m) {
+    if (!m.present) return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", m.min_ms);
+    return buf;
+}
+
+std::string check(const char* label, const measurement& m) {
+    return std::string(label) + ":" + (!m.present ? "-" : m.ok ? "ok" : "FAIL");
+}
+
+void print_csv_row(const char* runtime, const workload& w, std::size_t workers, const measurement& m) {
+    if (!m.present) return;
+    std::printf("%s,%s,%zu,%s,%.3f,%.3f,%lld,%s\n", runtime, w.name.c_str(), workers, w.param.c_str(), m.median_ms,
+                m.min_ms, static_cast<long long>(m.value), m.ok ? "true" : "false");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int exit_code = 0;
+    const std::optional<options> parsed = parse_args(argc, argv, exit_code);
+    if (!parsed) return exit_code;
+    const options& opt = *parsed;
+
+    std::vector<bench_results> results;
+    for (auto& w : all_workloads()) {
+        if (!opt.only.empty() && std::find(opt.only.begin(), opt.only.end(), w.name) == opt.only.end()) continue;
+        results.push_back({std::move(w), {}, {}, {}});
+    }
+    const auto selected = [&](const char* name) {
+        return std::any_of(results.begin(), results.end(), [&](const bench_results& r) { return r.w.name == name; });
+    };
+    const std::size_t max_workers = *std::max_element(opt.workers.begin(), opt.workers.end());
+
+    // First, before any thread exists: the peak-RSS child.
+    bool rss_failed = false;
+    std::optional<long> rss_kib;
+    if (!opt.csv && selected("fib")) {
+        rss_kib = fib35_peak_rss_kib(max_workers);
+        rss_failed = !rss_kib;
+    }
+
+    // TBB's pool defaults to hardware threads - 1 workers; the remote arena
+    // needs `workers` of its own, so allow up to max_workers of them.
+    tbb::global_control tbb_threads(tbb::global_control::max_allowed_parallelism, max_workers + 1);
+
+    for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) {
+        const std::size_t workers = opt.workers[wi];
+        {
+            aspen::config cfg;
+            cfg.workers = workers;
+            aspen::runtime rt(cfg);  // once per worker count, reused by every run
+            for (auto& r : results)
+                r.aspen.push_back(measure("aspen", r.w, workers, opt.runs, [&] { return r.w.aspen(rt); }));
+        }
+        {
+            tbb::task_arena local(static_cast<int>(workers));
+            tbb::task_arena remote(static_cast<int>(workers), 0);
+            local.initialize();
+            remote.initialize();
+            bench::tbb_arenas arenas{local, remote};
+            for (auto& r : results) {
+                if (r.w.tbb)
+                    r.tbb.push_back(measure("tbb", r.w, workers, opt.runs, [&] { return r.w.tbb(arenas); }));
+                else
+                    r.tbb.emplace_back();
+            }
+        }
+    }
+    for (auto& r : results)
+        if (r.w.serial) r.serial = measure("serial", r.w, 1, opt.runs, [&] { return r.w.serial(); });
+
+    bool all_ok = !rss_failed;
+    for (const auto& r : results) {
+        for (const auto& m : r.aspen) all_ok = all_ok && m.ok;
+        for (const auto& m : r.tbb) all_ok = all_ok && m.ok;
+        all_ok = all_ok && r.serial.ok;
+    }
+
+    if (opt.csv) {
+        std::printf("runtime,bench,workers,param,median_ms,min_ms,value,ok\n");
+        for (const auto& r : results) {
+            for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) print_csv_row("aspen", r.w, opt.workers[wi], r.aspen[wi]);
+            for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) print_csv_row("tbb", r.w, opt.workers[wi], r.tbb[wi]);
+            print_csv_row("serial", r.w, 1, r.serial);
+        }
+        return all_ok ? 0 : 1;
+    }
+
+    std::printf("aspen-bench: median and min of %d run%s after one warm-up, times in ms\n\n", opt.runs,
+                opt.runs == 1 ? "" : "s");
+    std::printf("%-18s %-10s %7s %10s %10s %10s %10s %10s %9s  %s\n", "bench", "param", "workers", "aspen med",
+                "aspen min", "tbb med", "tbb min", "serial", "aspen/tbb", "check");
+    for (const auto& r : results) {
+        for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) {
+            const measurement& a = r.aspen[wi];
+            const measurement& t = r.tbb[wi];
+            std::string ratio = "-";
+            if (a.present && t.present && t.median_ms > 0) {
+                char buf[32];
+                std::snprintf(buf, sizeof buf, "%.2f", a.median_ms / t.median_ms);
+                ratio = buf;
+            }
+            const std::string checks = check("aspen", a) + " " + check("tbb", t) + " " + check("serial", r.serial);
+            std::printf("%-18s %-10s %7zu %10s %10s %10s %10s %10s %9s  %s\n", r.w.name.c_str(), r.w.param.c_str(),
+                        opt.workers[wi], ms(a).c_str(), ms_min(a).c_str(), ms(t).c_str(), ms_min(t).c_str(),
+                        ms(r.serial).c_str(), ratio.c_str(), checks.c_str());
+        }
+    }
+    std::printf("\n");
+
+    for (const auto& r : results) {
+        if (r.w.name != "fib") continue;
+        const measurement* one = nullptr;
+        const measurement* two = nullptr;
+        for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) {
+            if (opt.workers[wi] == 1) one = &r.aspen[wi];
+            if (opt.workers[wi] == 2) two = &r.aspen[wi];
+        }
+        if (one && two && one->ok && two->ok && two->median_ms > 0)
+            std::printf("aspen fib(%s) speed-up 1 -> 2 workers: %.2fx (median %.2f ms -> %.2f ms)\n",
+                        r.w.param.c_str(), one->median_ms / two->median_ms, one->median_ms, two->median_ms);
+    }
+    if (rss_kib)
+        std::printf("aspen fib(35) peak RSS (child process, %zu worker%s): %.1f MB\n", max_workers,
+                    max_workers == 1 ? "" : "s", static_cast<double>(*rss_kib) / 1024.0);
+    else if (rss_failed)
+        std::printf("aspen fib(35) peak RSS: FAILED (see stderr)\n");
+
+    if (!all_ok) std::printf("\nSOME CHECKS FAILED\n");
+    return all_ok ? 0 : 1;
+}

@@ -1,0 +1,14 @@
+// Everything at once.
+#pragma once
+
+#include <aspen/config.hpp>
+#include <aspen/current_thread_runtime.hpp>
+#include <aspen/errors.hpp>
+#include <aspen/join_handle.hpp>
+#include <aspen/metrics.hpp>
+#include <aspen/poll.hpp>
+#include <aspen/runtime.hpp>
+#include <aspen/spawn.hpp>
+#include <aspen/task.hpp>
+#include <aspen/waker.hpp>
+#include <aspen/yield.hpp>

@@ -1,0 +1,46 @@
+// Runtime configuration. Every field has a working default; validate() names
+// the field and the value it rejects.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string>
+
+namespace aspen {
+
+// One worker per hardware thread, at least one.
+std::size_t default_workers() noexcept;
+
+struct config {
+    // Worker threads of a multi-threaded runtime.
+    std::size_t workers = default_workers();
+    // Slots in each worker's ring; a power of two in [2, 2^20].
+    std::uint32_t local_queue_capacity = 256;
+    // Random victims a searching worker tries before it gives up and parks.
+    std::uint32_t steal_attempts = 32;
+    // Every this many ticks a worker checks the injector before its own
+    // queue, so tasks spawned from outside cannot starve.
+    std::uint32_t global_queue_interval = 61;
+    // Operations (channel, socket, timer, consume_budget) a task may do in
+    // one poll before they start returning pending to make it yield.
+    std::uint32_t coop_budget = 128;
+    // Consecutive runs from the next slot before its task must wait behind
+    // other ready work (a ping-ponging pair cannot starve the rest).
+    std::uint32_t max_next_slot_runs = 3;
+    // Name given to worker threads (the OS keeps the first 15 characters).
+    std::string thread_name = "aspen-worker";
+    // Called on each worker thread as it starts / before it exits, with the
+    // worker's index.
+    std::function<void(std::size_t)> on_thread_start;
+    std::function<void(std::size_t)> on_thread_stop;
+    // Receives the exception of a task nobody will observe (detached, or its
+    // handle dropped unawaited). Default: one line on stderr.
+    std::function<void(std::exception_ptr)> unhandled_exception_handler;
+
+    // Throws std::invalid_argument naming the field and the value.
+    void validate() const;
+};
+
+}  // namespace aspen

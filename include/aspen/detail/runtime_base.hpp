@@ -1,0 +1,55 @@
+// What both runtimes (multi-threaded and current-thread) share: block_on and
+// spawn from outside a task, shutdown, metrics. The scheduler behind it
+// decides how a task runs.
+#pragma once
+
+#include <aspen/detail/task_header.hpp>
+#include <aspen/join_handle.hpp>
+#include <aspen/metrics.hpp>
+#include <aspen/task.hpp>
+
+#include <memory>
+
+namespace aspen::detail {
+
+// Throws std::logic_error when called on a runtime's thread (blocking there
+// would deadlock the worker).
+void check_blocking_allowed(const char* what);
+
+class runtime_base {
+public:
+    // Runs t to completion and returns its value (or rethrows its
+    // exception). Call from ordinary code, never from inside a task.
+    template <class T>
+    T block_on(task<T> t) {
+        check_blocking_allowed("aspen::block_on");
+        join_handle<T> h = spawn(std::move(t));
+        run_until_complete(h.header());
+        return h.take_result();
+    }
+
+    // Starts t on this runtime from any thread.
+    template <class T>
+    join_handle<T> spawn(task<T> t) {
+        task_header* h = release_task(std::move(t));
+        spawn_root(sched_, h);
+        return join_handle<T>(h);
+    }
+
+    // Stops the workers and destroys every task that has not finished,
+    // running its destructors. Later spawns throw runtime_shut_down.
+    void shutdown();
+    runtime_metrics metrics() const;
+
+protected:
+    explicit runtime_base(scheduler* s) noexcept : sched_(s) {}
+    ~runtime_base();
+    runtime_base(const runtime_base&) = delete;
+    runtime_base& operator=(const runtime_base&) = delete;
+
+private:
+    void run_until_complete(task_header* t);
+    scheduler* sched_;
+};
+
+}  // namespace aspen::detail

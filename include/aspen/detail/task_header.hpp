@@ -1,0 +1,170 @@
+// The header every task frame carries, and the one atomic word that says
+// where a spawned task is in its life.
+//
+// Memory layout: each task<T> coroutine allocation is
+//     [ task_header | coroutine frame ]
+// so a spawned task costs one allocation, and the header (state, links,
+// exception) can outlive a frame that is destroyed early by cancellation.
+// Tasks that are only awaited inline never touch the header's atomics.
+//
+// ---------------------------------------------------------------------------
+// State word (task_header::state): six flags and a reference count.
+//
+//   RUNNING        a thread is polling the task (owns its frame right now)
+//   NOTIFIED       the task must be polled again: it sits in a run queue, or
+//                  (with RUNNING) it was woken during its poll
+//   COMPLETE       the frame finished or was destroyed; the outcome is final
+//   CANCELLED      abort() was requested; the next poll destroys the frame
+//   JOIN_INTEREST  a join_handle still exists and may read the result
+//   JOIN_WAKER     join_waker holds the awaiter's waker; the field then
+//                  belongs to the task side, which will consume it
+//   refcount       (state >> REF_SHIFT): join handle, each waker clone, the
+//                  task's own life while not complete (it keeps the frame for
+//                  the registry / shutdown), the run queue / poller while
+//                  NOTIFIED or RUNNING. The memory is freed at zero.
+//
+// Transition table (every change is one CAS or RMW on the word):
+//
+//   from                  event                 to                         side effect
+//   --------------------  --------------------  -------------------------  --------------------------
+//   (new)                 spawn                 NOTIFIED|JOIN_INTEREST     refs: handle+life+queue
+//   NOTIFIED, !RUNNING    worker pops it        RUNNING (clear NOTIFIED)   queue ref becomes poll ref
+//   idle (no R/N/C)       wake                  NOTIFIED, +1 ref           push to a run queue
+//   RUNNING               wake                  RUNNING|NOTIFIED           none: re-queued after poll
+//   NOTIFIED or COMPLETE  wake                  unchanged                  none
+//   RUNNING, poll pending poll returns          idle (clear RUNNING)       drop poll ref
+//   RUNNING|NOTIFIED      poll returns          NOTIFIED (clear RUNNING)   poll ref becomes queue ref
+//   RUNNING               root coroutine ends   COMPLETE (clear RUNNING)   wake joiner; drop life+poll refs
+//   any !COMPLETE         abort                 |CANCELLED                 idle: aborter takes RUNNING and
+//                                                                          destroys the frame now; else the
+//                                                                          poller does at its next turn
+//   RUNNING|CANCELLED     poll starts/returns   COMPLETE                   destroy frame, wake joiner
+//   any                   handle dropped        clear JOIN_INTEREST        report unobserved exception; -1 ref
+//   !COMPLETE, !JOIN_WAKER join registers       |JOIN_WAKER                join_waker now task-owned
+//   JOIN_WAKER            task completes        COMPLETE                   completer wakes join_waker
+//   NOTIFIED, in this     joiner inlines it     RUNNING (clear NOTIFIED)   runs nested in the joiner's poll;
+//   worker's queue top                                                     on suspend it is finished like any
+//                                                                          poll and the joiner registers
+//
+// Invariants: RUNNING is held by at most one thread (the CAS that sets it
+// fails for everyone else), so a frame is never resumed concurrently; a
+// task is in at most one run queue (only the idle->NOTIFIED CAS enqueues);
+// COMPLETE is set once and never cleared; the frame is destroyed exactly once
+// (by the thread holding RUNNING when it completes or is cancelled, or by the
+// last reference if it completed and kept its result).
+// Model: spec/task_state.pml (issue 5) follows these names.
+// ---------------------------------------------------------------------------
+#pragma once
+
+#include <aspen/waker.hpp>
+
+#include <atomic>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+
+namespace aspen {
+class context;
+}
+
+namespace aspen::detail {
+
+class scheduler;
+
+namespace state {
+inline constexpr std::uint64_t running = 1u << 0;
+inline constexpr std::uint64_t notified = 1u << 1;
+inline constexpr std::uint64_t complete = 1u << 2;
+inline constexpr std::uint64_t cancelled = 1u << 3;
+inline constexpr std::uint64_t join_interest = 1u << 4;
+inline constexpr std::uint64_t join_waker = 1u << 5;
+inline constexpr unsigned ref_shift = 6;
+inline constexpr std::uint64_t ref_one = std::uint64_t{1} << ref_shift;
+inline constexpr std::uint64_t flag_mask = ref_one - 1;
+}  // namespace state
+
+// A leaf awaitable's poll: true when ready (the coroutine may be resumed).
+using leaf_poll_fn = bool (*)(void* leaf, aspen::context& cx);
+
+struct alignas(16) task_header {
+    std::atomic<std::uint64_t> state{0};
+    task_header* queue_next = nullptr;  // injector / drain lists
+    // Innermost coroutine of the task's await chain that is suspended on a
+    // leaf, and that leaf: a wake re-polls the leaf and resumes the
+    // coroutine only once the leaf is ready, so spurious wakes are harmless.
+    std::coroutine_handle<> resume_point;
+    void* leaf = nullptr;
+    leaf_poll_fn leaf_poll = nullptr;
+    scheduler* sched = nullptr;
+    aspen::waker join_waker;            // see JOIN_WAKER above
+    task_header* inline_parent = nullptr;  // joiner running this task nested in its poll
+    task_header* reg_prev = nullptr;    // registry of live tasks (shutdown)
+    task_header* reg_next = nullptr;
+    std::exception_ptr error;           // a root's exception (copied at completion)
+    std::uint32_t alloc_size = 0;       // bytes of header + frame
+    std::uint16_t reg_shard = 0;
+    bool spawned = false;               // root of a spawned task
+    bool registered = false;            // in the registry (see registry.hpp)
+    bool frame_destroyed = false;       // coroutine frame already gone
+    bool releasing = false;             // last ref is freeing the memory
+    bool root_done = false;             // set by the root's final_suspend
+    bool yield_requested = false;       // re-queue behind all ready work
+
+    void* frame() noexcept { return this + 1; }
+    static task_header* of_frame(void* frame) noexcept {
+        return static_cast<task_header*>(frame) - 1;
+    }
+};
+
+static_assert(sizeof(task_header) % alignof(std::max_align_t) == 0,
+              "the frame that follows the header must stay max-aligned");
+
+// ---- allocation (src/task/frame_pool.cpp) ----------------------------------
+// Returns the frame address; the header before it is constructed.
+void* allocate_frame(std::size_t frame_size);
+// operator delete of every task frame. Frees at once unless the frame is a
+// spawned task's destroyed early, whose header lives until its last ref.
+void deallocate_frame(void* frame) noexcept;
+
+// ---- task life (src/task/task_core.cpp) -------------------------------------
+task_header* current_task() noexcept;
+scheduler* current_scheduler() noexcept;
+
+// Records where the current task is suspended; called by leaf awaitables.
+void suspend_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept;
+// A leaf's first poll runs inside await_ready; this builds its context.
+// Throws std::logic_error when not called from inside a task.
+task_header& require_current_task(const char* what);
+bool poll_leaf_now(task_header& t, void* leaf, leaf_poll_fn poll);
+
+// Hands a freshly created root frame to a scheduler. Throws
+// runtime_shut_down if the scheduler no longer accepts tasks.
+void spawn_root(scheduler* s, task_header* t);
+// The root coroutine of t finished; returns what to resume next (the joiner
+// that ran t inline, or nothing).
+std::coroutine_handle<> on_root_final(task_header* t) noexcept;
+// A task suspends on the join leaf of `child` from coroutine h. If the child
+// has not started and sits in this worker's next slot or at the top of its
+// ring, it is taken back and run right here, nested in the joiner's poll
+// (join inlining: fork-join without a suspend/wake round trip); returns the
+// handle to transfer to.
+std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,
+                                        task_header* child) noexcept;
+
+void ref_inc(task_header* t) noexcept;
+void ref_dec(task_header* t) noexcept;
+aspen::waker make_waker(task_header* t) noexcept;  // takes a ref
+
+bool is_complete(const task_header* t) noexcept;
+bool is_cancelled_outcome(const task_header* t) noexcept;
+void abort_task(task_header* t) noexcept;
+// Registers the joiner's waker; false when the task is already complete.
+bool register_join_waker(task_header* t, const aspen::waker& w);
+// The join handle goes away: clears JOIN_INTEREST and drops its ref;
+// `observed` says whether the result was taken.
+void drop_join_handle(task_header* t, bool observed) noexcept;
+// Blocks an ordinary (non-worker) thread until the task completes.
+void block_until_complete(task_header* t);
+
+}  // namespace aspen::detail

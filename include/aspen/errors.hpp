@@ -1,0 +1,22 @@
+// Exceptions aspen throws to tell the caller what went wrong.
+#pragma once
+
+#include <stdexcept>
+
+namespace aspen {
+
+// Thrown by awaiting a join_handle whose task was aborted (or destroyed by
+// shutdown) before it produced a value.
+class task_cancelled : public std::runtime_error {
+public:
+    task_cancelled() : std::runtime_error("aspen: the task was cancelled before it finished") {}
+};
+
+// Thrown by spawn/block_on on a runtime that has been shut down: the task is
+// not accepted, so nothing runs it and nothing is lost silently.
+class runtime_shut_down : public std::runtime_error {
+public:
+    runtime_shut_down() : std::runtime_error("aspen: the runtime has been shut down; spawn refused") {}
+};
+
+}  // namespace aspen

@@ -1,0 +1,40 @@
+// Runtime metrics: counters each worker keeps for itself, read from any
+// thread without stopping the runtime (each value is exact for its worker,
+// the set is not one atomic snapshot).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace aspen {
+
+struct worker_metrics {
+    std::uint64_t polls = 0;              // task polls (runs) on this worker
+    std::uint64_t tasks_spawned = 0;      // spawns made from tasks on this worker
+    std::uint64_t tasks_completed = 0;    // tasks that finished (or were cancelled) here
+    std::uint64_t next_slot_runs = 0;     // tasks taken from the next slot
+    std::uint64_t inlined_joins = 0;      // joined tasks run nested in their joiner's poll
+    std::uint64_t local_pushes = 0;       // tasks pushed into the local ring
+    std::uint64_t overflows = 0;          // times half the ring moved to the injector
+    std::uint64_t overflow_tasks = 0;     // tasks moved by those overflows
+    std::uint64_t injector_pops = 0;      // tasks taken from the injector
+    std::uint64_t steal_operations = 0;   // successful steals (each takes a batch)
+    std::uint64_t tasks_stolen = 0;       // tasks taken by those steals
+    std::uint64_t failed_steals = 0;      // victims tried that gave nothing
+    std::uint64_t parks = 0;              // times the worker went to sleep
+    std::uint64_t unparks = 0;            // times it woke up
+
+    worker_metrics& operator+=(const worker_metrics& o) noexcept;
+};
+
+struct runtime_metrics {
+    std::vector<worker_metrics> workers;  // one entry per worker
+    std::uint64_t remote_spawns = 0;      // spawns from outside the runtime
+    std::uint64_t remote_completions = 0; // tasks completed off the workers (abort, shutdown)
+    std::uint64_t tasks_alive = 0;        // spawned and not yet complete
+    std::uint64_t injector_depth = 0;     // tasks waiting in the injector now
+
+    worker_metrics total() const noexcept;
+};
+
+}  // namespace aspen

@@ -1,0 +1,149 @@
+// task<T>: a lazy C++20 coroutine. Nothing runs until it is awaited (inline,
+// by symmetric transfer) or spawned (then it runs in parallel).
+#pragma once
+
+#include <aspen/detail/task_header.hpp>
+
+#include <coroutine>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+namespace aspen {
+
+template <class T = void>
+class task;
+
+namespace detail {
+
+// Only a spawned root may use its task_header: clang elides the allocation
+// of a coroutine awaited inline (HALO), so such a frame has no header in
+// front of it. Spawned frames escape into the runtime and are never elided.
+struct promise_base {
+    std::coroutine_handle<> continuation;
+    std::exception_ptr error;
+
+    void unhandled_exception() noexcept { error = std::current_exception(); }
+    void rethrow_if_error() {
+        if (error) std::rethrow_exception(error);
+    }
+
+    static void* operator new(std::size_t size) { return allocate_frame(size); }
+    static void operator delete(void* frame) noexcept { deallocate_frame(frame); }
+
+    std::suspend_always initial_suspend() noexcept { return {}; }
+
+    struct final_awaiter {
+        bool await_ready() const noexcept { return false; }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+            // Symmetric transfer back to the awaiter keeps deep chains of
+            // synchronous completions off the stack.
+            if (auto c = h.promise().continuation) return c;
+            // A root: its header exists. Copy the exception there so an
+            // unobserved one can be reported without knowing T.
+            task_header* t = task_header::of_frame(h.address());
+            t->error = h.promise().error;
+            return on_root_final(t);
+        }
+        void await_resume() const noexcept {}
+    };
+    final_awaiter final_suspend() noexcept { return {}; }
+};
+
+template <class T>
+struct promise : promise_base {
+    std::optional<T> value;
+
+    task<T> get_return_object() noexcept;
+    template <class U = T>
+        requires std::is_convertible_v<U&&, T>
+    void return_value(U&& v) {
+        value.emplace(std::forward<U>(v));
+    }
+    T take() {
+        rethrow_if_error();
+        return std::move(*value);
+    }
+};
+
+template <>
+struct promise<void> : promise_base {
+    task<void> get_return_object() noexcept;
+    void return_void() noexcept {}
+    void take() { rethrow_if_error(); }
+};
+
+template <class T>
+task_header* release_task(task<T>&& t);
+
+}  // namespace detail
+
+template <class T>
+class [[nodiscard]] task {
+    static_assert(!std::is_reference_v<T>, "task<T&> is not supported; return a pointer or a value");
+
+public:
+    using promise_type = detail::promise<T>;
+    using value_type = T;
+
+    task() noexcept = default;
+    explicit task(std::coroutine_handle<promise_type> h) noexcept : h_(h) {}
+    task(task&& other) noexcept : h_(std::exchange(other.h_, {})) {}
+    task& operator=(task&& other) noexcept {
+        if (this != &other) {
+            reset();
+            h_ = std::exchange(other.h_, {});
+        }
+        return *this;
+    }
+    task(const task&) = delete;
+    task& operator=(const task&) = delete;
+    ~task() { reset(); }
+
+    bool valid() const noexcept { return static_cast<bool>(h_); }
+
+    struct awaiter {
+        std::coroutine_handle<promise_type> h;
+        bool await_ready() const {
+            if (!h) throw std::logic_error("aspen::task: awaiting an empty task (moved-from or spawned)");
+            if (h.done()) throw std::logic_error("aspen::task: the task was already awaited");
+            return false;
+        }
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
+            h.promise().continuation = awaiting;
+            return h;
+        }
+        T await_resume() { return h.promise().take(); }
+    };
+    awaiter operator co_await() & noexcept { return awaiter{h_}; }
+    awaiter operator co_await() && noexcept { return awaiter{h_}; }
+
+private:
+    friend detail::task_header* detail::release_task<T>(task<T>&&);
+    void reset() noexcept {
+        if (h_) std::exchange(h_, {}).destroy();
+    }
+    std::coroutine_handle<promise_type> h_;
+};
+
+namespace detail {
+template <class T>
+task<T> promise<T>::get_return_object() noexcept {
+    return task<T>(std::coroutine_handle<promise<T>>::from_promise(*this));
+}
+inline task<void> promise<void>::get_return_object() noexcept {
+    return task<void>(std::coroutine_handle<promise<void>>::from_promise(*this));
+}
+// Takes the frame out of the task object for spawning.
+template <class T>
+task_header* release_task(task<T>&& t) {
+    if (!t.h_) throw std::logic_error("aspen::spawn: the task is empty (moved-from or already spawned)");
+    if (t.h_.done()) throw std::logic_error("aspen::spawn: the task has already run");
+    return task_header::of_frame(std::exchange(t.h_, {}).address());
+}
+}  // namespace detail
+
+}  // namespace aspen

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# THE test command: configure, build and ctest each preset (CMakePresets.json).
+# Runs every build even if an earlier one fails, then prints a summary and
+# exits non-zero if anything failed.  ASPEN_BUILDS="release tsan" picks a subset.
+set -uo pipefail   # no -e: a failing build must not stop the others
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh || exit 1
+
+builds=${ASPEN_BUILDS:-"release clang-release tsan asan"}
+declare -A result
+failed=0
+
+for b in $builds; do
+  echo
+  echo "=================================================================="
+  echo "== $b"
+  echo "=================================================================="
+  start=$SECONDS
+  if ! cmake --preset "$b"; then
+    status="failed (configure)"
+  elif ! cmake --build --preset "$b" -j 2; then
+    status="failed (build)"
+  elif ! ctest --preset "$b"; then
+    status="failed (tests)"
+  else
+    status="passed"
+  fi
+  [ "$status" = passed ] || failed=1
+  result[$b]="$status ($((SECONDS - start))s)"
+  echo "== $b: ${result[$b]}"
+done
+
+echo
+echo "======================== summary ========================"
+for b in $builds; do
+  printf '%-14s %s\n' "$b:" "${result[$b]}"
+done
+exit $failed

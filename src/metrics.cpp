@@ -1,0 +1,29 @@
+#include <aspen/metrics.hpp>
+
+namespace aspen {
+
+worker_metrics& worker_metrics::operator+=(const worker_metrics& o) noexcept {
+    polls += o.polls;
+    tasks_spawned += o.tasks_spawned;
+    tasks_completed += o.tasks_completed;
+    next_slot_runs += o.next_slot_runs;
+    inlined_joins += o.inlined_joins;
+    local_pushes += o.local_pushes;
+    overflows += o.overflows;
+    overflow_tasks += o.overflow_tasks;
+    injector_pops += o.injector_pops;
+    steal_operations += o.steal_operations;
+    tasks_stolen += o.tasks_stolen;
+    failed_steals += o.failed_steals;
+    parks += o.parks;
+    unparks += o.unparks;
+    return *this;
+}
+
+worker_metrics runtime_metrics::total() const noexcept {
+    worker_metrics sum;
+    for (const auto& w : workers) sum += w;
+    return sum;
+}
+
+}  // namespace aspen

@@ -1,0 +1,120 @@
+#include "scheduler/current_thread.hpp"
+
+#include <stdexcept>
+
+namespace aspen::detail {
+
+current_thread_scheduler::current_thread_scheduler(const config& cfg)
+    : scheduler(cfg, 1), global_queue_interval_(cfg.global_queue_interval) {}
+
+current_thread_scheduler::~current_thread_scheduler() { shutdown(); }
+
+bool current_thread_scheduler::on_driver() const noexcept {
+    const thread_context& ctx = tls();
+    return ctx.sched == this && ctx.worker == this;
+}
+
+void current_thread_scheduler::schedule(task_header* t, schedule_kind kind) {
+    if (on_driver()) {
+        if (kind == schedule_kind::spawn) counters_.tasks_spawned.add();
+        local_.push_back(t);
+        return;
+    }
+    // relaxed: a statistic.
+    if (kind == schedule_kind::spawn) remote_spawns_.fetch_add(1, std::memory_order_relaxed);
+    remote_.push(t);
+    park_.unpark();
+}
+
+void current_thread_scheduler::count_completion() noexcept {
+    if (on_driver()) counters_.tasks_completed.add();
+    // relaxed: a statistic; ordered for readers by the COMPLETE CAS after it.
+    else remote_completions_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool current_thread_scheduler::take_local(task_header* t) noexcept {
+    // The newest entry is at the back of the FIFO; it is ours once we see it
+    // there (only the driver touches local_).
+    if (!on_driver() || local_.empty() || local_.back() != t || t->leaf_poll) return false;
+    local_.pop_back();
+    counters_.inlined_joins.add();
+    return true;
+}
+
+task_header* current_thread_scheduler::next_task() {
+    if (++tick_ % global_queue_interval_ == 0 || local_.empty()) {
+        task_header* batch[64];
+        std::size_t n = remote_.pop_batch(batch, 64);
+        counters_.injector_pops.add(n);
+        local_.insert(local_.end(), batch, batch + n);
+    }
+    if (local_.empty()) return nullptr;
+    task_header* t = local_.front();
+    local_.pop_front();
+    return t;
+}
+
+void current_thread_scheduler::run_until_complete(task_header* root) {
+    // acq_rel: the previous driver's queue edits become ours.
+    if (driving_.exchange(true, std::memory_order_acq_rel))
+        throw std::logic_error("aspen::current_thread_runtime: block_on is already running on another thread");
+    thread_context& ctx = tls();
+    ctx.sched = this;
+    ctx.worker = this;
+    // acquire: see stopping_ set by a shutdown on another thread.
+    while (!is_complete(root) && !stopping_.load(std::memory_order_acquire)) {
+        task_header* t = next_task();
+        if (!t) {
+            counters_.parks.add();
+            park_.park();
+            counters_.unparks.add();
+            continue;
+        }
+        counters_.polls.add();
+        poll_outcome o = poll_task(t);
+        if (o == poll_outcome::requeue || o == poll_outcome::yield) local_.push_back(t);
+    }
+    // Shut down from another thread while we drove: this thread owns the
+    // queues, so it destroys the tasks (the root completes as cancelled).
+    if (!is_complete(root)) cancel_all_tasks();
+    ctx = thread_context{};
+    // release: hand the queues to the next driver / the shutdown thread.
+    driving_.store(false, std::memory_order_release);
+    driving_.notify_all();
+}
+
+void current_thread_scheduler::shutdown() {
+    if (on_driver()) throw std::logic_error("aspen::current_thread_runtime: shutdown from one of its own tasks");
+    std::lock_guard lock(shutdown_mutex_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    // release: the driver that sees it sees the registry closed too.
+    stopping_.store(true, std::memory_order_release);
+    park_.unpark();
+    // acquire: pairs with the driver's release when it stops.
+    while (driving_.load(std::memory_order_acquire)) driving_.wait(true, std::memory_order_acquire);
+    cancel_all_tasks();
+}
+
+bool current_thread_scheduler::drain_queues() {
+    bool any = !local_.empty();
+    while (!local_.empty()) {
+        task_header* t = local_.front();
+        local_.pop_front();
+        destroy_queued(t);
+    }
+    return destroy_all(remote_) || any;
+}
+
+runtime_metrics current_thread_scheduler::metrics() const {
+    runtime_metrics m;
+    m.workers.push_back(counters_.read());
+    // relaxed: statistics.
+    m.remote_spawns = remote_spawns_.load(std::memory_order_relaxed);
+    m.remote_completions = remote_completions_.load(std::memory_order_relaxed);
+    m.tasks_alive = m.workers[0].tasks_spawned + m.remote_spawns - m.workers[0].tasks_completed - m.remote_completions;
+    m.injector_depth = remote_.len();
+    return m;
+}
+
+}  // namespace aspen::detail

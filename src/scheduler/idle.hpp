@@ -1,0 +1,108 @@
+// The idle protocol: who searches for work, who sleeps, who gets woken.
+// (This is where lost wakeups live; model: spec/idle.pml, issue 5.)
+//
+// State: one atomic word packing (unparked << 32 | searching), and a locked
+// list of sleeping workers.
+//
+// * A worker out of local work becomes *searching* unless half the workers
+//   already search (bounded contention on victims).
+// * A searcher that finds work stops searching; if it was the last
+//   searcher it wakes one sleeper (the chain wake: awake workers ramp up
+//   with the load, one at a time, no thundering herd).
+// * A producer that made work visible wakes a sleeper only when nobody
+//   searches and someone sleeps; the woken worker starts as a searcher.
+// * A worker going to sleep decrements the counts; if it was the last
+//   searcher it re-checks every queue and wakes a sleeper if any holds work.
+//
+// Why no wakeup is lost: the producer's publish (a seq_cst RMW on a queue)
+// is followed by a seq_cst load of this word; the last searcher's seq_cst
+// decrement is followed by seq_cst loads of every queue. In the single total
+// order either the producer sees searching == 0 (and wakes someone), or the
+// searcher's re-check sees the work. A non-last searcher need not re-check:
+// the last one still will.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace aspen::detail {
+
+class idle_state {
+public:
+    explicit idle_state(std::size_t workers) : num_workers_(workers) {
+        state_.store(pack(workers, 0), std::memory_order_relaxed);
+        sleepers_.reserve(workers);
+    }
+
+    // Producer side: the index of a sleeper to wake, already counted as
+    // unparked and searching, or nothing.
+    std::optional<std::size_t> worker_to_notify() {
+        if (!should_wake()) return std::nullopt;
+        std::lock_guard lock(mutex_);
+        if (!should_wake() || sleepers_.empty()) return std::nullopt;
+        // seq_cst: the new searcher must be in the total order before any
+        // producer's check that could otherwise wake a second worker.
+        state_.fetch_add(pack(1, 1), std::memory_order_seq_cst);
+        std::size_t w = sleepers_.back();
+        sleepers_.pop_back();
+        return w;
+    }
+
+    bool try_become_searching() {
+        // seq_cst: part of the handshake with producers (see top).
+        std::uint64_t s = state_.load(std::memory_order_seq_cst);
+        if (2 * searching(s) >= num_workers_) return false;
+        state_.fetch_add(pack(0, 1), std::memory_order_seq_cst);
+        return true;
+    }
+
+    // True if the caller was the last searcher.
+    bool stop_searching() {
+        // seq_cst: see top.
+        return searching(state_.fetch_sub(pack(0, 1), std::memory_order_seq_cst)) == 1;
+    }
+
+    // True if the caller was the last searcher (it must re-check queues).
+    bool to_parked(std::size_t worker, bool was_searching) {
+        std::lock_guard lock(mutex_);
+        // seq_cst: this decrement must precede the re-check loads in the
+        // total order (see top).
+        std::uint64_t prev = state_.fetch_sub(pack(1, was_searching ? 1 : 0), std::memory_order_seq_cst);
+        sleepers_.push_back(worker);
+        return was_searching && searching(prev) == 1;
+    }
+
+    // Removes every sleeper (shutdown); returns them.
+    std::vector<std::size_t> take_all_sleepers() {
+        std::lock_guard lock(mutex_);
+        return std::exchange(sleepers_, {});
+    }
+
+    std::uint32_t num_searching() const noexcept {
+        // relaxed: a statistic for tests.
+        return searching(state_.load(std::memory_order_relaxed));
+    }
+
+private:
+    static constexpr std::uint64_t pack(std::uint64_t unparked, std::uint64_t searching) noexcept {
+        return unparked << 32 | searching;
+    }
+    static std::uint32_t searching(std::uint64_t s) noexcept { return static_cast<std::uint32_t>(s); }
+    static std::uint32_t unparked(std::uint64_t s) noexcept { return static_cast<std::uint32_t>(s >> 32); }
+    bool should_wake() const noexcept {
+        // seq_cst: the "check" half of publish-then-check (see top).
+        std::uint64_t s = state_.load(std::memory_order_seq_cst);
+        return searching(s) == 0 && unparked(s) < num_workers_;
+    }
+
+    std::atomic<std::uint64_t> state_;
+    std::size_t num_workers_;
+    std::mutex mutex_;
+    std::vector<std::size_t> sleepers_;
+};
+
+}  // namespace aspen::detail

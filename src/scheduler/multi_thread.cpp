@@ -1,0 +1,274 @@
+#include "scheduler/multi_thread.hpp"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace aspen::detail {
+
+worker_metrics worker_counters::read() const noexcept {
+    worker_metrics m;
+    m.polls = polls.get();
+    m.tasks_spawned = tasks_spawned.get();
+    m.tasks_completed = tasks_completed.get();
+    m.next_slot_runs = next_slot_runs.get();
+    m.inlined_joins = inlined_joins.get();
+    m.local_pushes = local_pushes.get();
+    m.overflows = overflows.get();
+    m.overflow_tasks = overflow_tasks.get();
+    m.injector_pops = injector_pops.get();
+    m.steal_operations = steal_operations.get();
+    m.tasks_stolen = tasks_stolen.get();
+    m.failed_steals = failed_steals.get();
+    m.parks = parks.get();
+    m.unparks = unparks.get();
+    return m;
+}
+
+multi_thread_scheduler::worker::worker(multi_thread_scheduler& s, std::size_t i, std::uint32_t capacity)
+    : owner(s), index(i), queue(capacity), rng(0x9E3779B97F4A7C15ull * (i + 1) | 1), batch(capacity / 2 + 1) {}
+
+multi_thread_scheduler::multi_thread_scheduler(const config& cfg)
+    : scheduler(cfg, cfg.workers + 1), cfg_(cfg), idle_(cfg.workers) {
+    workers_.reserve(cfg.workers);
+    for (std::size_t i = 0; i < cfg.workers; ++i)
+        workers_.push_back(std::make_unique<worker>(*this, i, cfg.local_queue_capacity));
+    for (auto& w : workers_) w->thread = std::thread([this, wp = w.get()] { run(*wp); });
+}
+
+multi_thread_scheduler::~multi_thread_scheduler() { shutdown(); }
+
+multi_thread_scheduler::worker* multi_thread_scheduler::this_worker() const noexcept {
+    const thread_context& ctx = tls();
+    return ctx.sched == this ? static_cast<worker*>(ctx.worker) : nullptr;
+}
+
+std::size_t multi_thread_scheduler::registry_shard() const noexcept {
+    worker* w = this_worker();
+    return w ? w->index + 1 : 0;
+}
+
+void multi_thread_scheduler::count_completion() noexcept {
+    if (worker* w = this_worker()) w->counters.tasks_completed.add();
+    // relaxed: a statistic; ordered for readers by the COMPLETE CAS after it.
+    else remote_completions_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool multi_thread_scheduler::take_local(task_header* t) noexcept {
+    worker* w = this_worker();
+    if (!w) return false;
+    if (w->next == t) {
+        if (t->leaf_poll) return false;  // waits on a leaf: needs a real poll
+        w->next = nullptr;
+    } else if (w->queue.peek_newest() != t || w->queue.pop() != t) {
+        return false;  // not on top, or a thief claimed it since the peek
+    } else if (t->leaf_poll) {
+        w->queue.push(t);  // cannot fail: we just freed its slot
+        return false;
+    }
+    w->counters.inlined_joins.add();
+    return true;
+}
+
+// ---- producer side ---------------------------------------------------------------
+void multi_thread_scheduler::schedule(task_header* t, schedule_kind kind) {
+    worker* w = this_worker();
+    if (kind == schedule_kind::spawn) {
+        if (w) w->counters.tasks_spawned.add();
+        // relaxed: a statistic.
+        else remote_spawns_.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (!w || kind == schedule_kind::yield) {
+        injector_.push(t);  // seq_cst publish, then the check in notify_one
+        notify_one();
+        return;
+    }
+    if (kind == schedule_kind::requeue) {
+        push_local(*w, t);
+        return;
+    }
+    // The next slot is not stealable, so only a displaced task needs a thief.
+    if (task_header* prev = std::exchange(w->next, t)) push_local(*w, prev);
+}
+
+void multi_thread_scheduler::push_local(worker& w, task_header* t) {
+    if (w.queue.push(t)) {
+        w.counters.local_pushes.add();
+    } else {
+        w.counters.overflow_tasks.add(w.queue.push_overflow(t, injector_));
+        w.counters.overflows.add();
+    }
+    notify_one();
+}
+
+void multi_thread_scheduler::notify_one() {
+    if (auto i = idle_.worker_to_notify()) workers_[*i]->park.unpark();
+}
+
+void multi_thread_scheduler::notify_if_work_pending() {
+    for (auto& w : workers_) {
+        if (!w->queue.is_empty()) {
+            notify_one();
+            return;
+        }
+    }
+    if (!injector_.is_empty()) notify_one();
+}
+
+// ---- consumer side -------------------------------------------------------------------
+void multi_thread_scheduler::run(worker& w) {
+    thread_context& ctx = tls();
+    ctx.sched = this;
+    ctx.worker = &w;
+    pthread_setname_np(pthread_self(), cfg_.thread_name.substr(0, 15).c_str());
+    if (cfg_.on_thread_start) cfg_.on_thread_start(w.index);
+    while (!stopping()) {
+        task_header* t = next_task(w);
+        if (!t) t = search(w);
+        if (t) {
+            found_work(w);
+            run_task(w, t);
+        } else {
+            park(w);
+        }
+    }
+    if (cfg_.on_thread_stop) cfg_.on_thread_stop(w.index);
+    ctx = thread_context{};
+}
+
+task_header* multi_thread_scheduler::next_task(worker& w) {
+    if (++w.tick % cfg_.global_queue_interval == 0) {
+        if (task_header* t = injector_.pop()) {
+            w.counters.injector_pops.add();
+            return t;
+        }
+    }
+    if (w.next) {
+        if (w.next_runs < cfg_.max_next_slot_runs) {
+            ++w.next_runs;
+            w.counters.next_slot_runs.add();
+            return std::exchange(w.next, nullptr);
+        }
+        // Cap reached: other ready work goes first; the next-slot task waits
+        // on top of the ring (it runs right after, keeping locality).
+        w.next_runs = 0;
+        task_header* t = w.queue.pop();
+        if (!t) t = pop_injector_batch(w);
+        push_local(w, std::exchange(w.next, nullptr));
+        return t ? t : w.queue.pop();
+    }
+    w.next_runs = 0;
+    if (task_header* t = w.queue.pop()) return t;
+    return pop_injector_batch(w);
+}
+
+task_header* multi_thread_scheduler::pop_injector_batch(worker& w) {
+    if (injector_.is_empty()) return nullptr;
+    std::size_t fair_share = injector_.len() / workers_.size() + 1;
+    std::size_t want = std::min<std::size_t>(fair_share, w.batch.size());
+    std::size_t n = injector_.pop_batch(w.batch.data(), want);
+    if (n == 0) return nullptr;
+    w.counters.injector_pops.add(n);
+    for (std::size_t i = 1; i < n; ++i) push_local(w, w.batch[i]);
+    return w.batch[0];
+}
+
+task_header* multi_thread_scheduler::search(worker& w) {
+    // Every worker, even a lone one, must be a searcher before it parks:
+    // only the last searcher's re-check closes the lost-wakeup window.
+    if (!w.searching && !idle_.try_become_searching()) return pop_injector_batch(w);
+    w.searching = true;
+    std::size_t n = workers_.size();
+    for (std::uint32_t i = 0; n > 1 && i < cfg_.steal_attempts; ++i) {
+        w.rng ^= w.rng << 13;
+        w.rng ^= w.rng >> 7;
+        w.rng ^= w.rng << 17;
+        std::size_t victim = w.rng % (n - 1);
+        if (victim >= w.index) ++victim;  // uniform over the others
+        std::uint32_t taken = 0;
+        if (task_header* t = workers_[victim]->queue.steal_into(w.queue, taken)) {
+            w.counters.steal_operations.add();
+            w.counters.tasks_stolen.add(taken);
+            return t;
+        }
+        w.counters.failed_steals.add();
+    }
+    return pop_injector_batch(w);
+}
+
+void multi_thread_scheduler::found_work(worker& w) {
+    if (!w.searching) return;
+    w.searching = false;
+    // The last searcher to find work wakes one more: the chain wake.
+    if (idle_.stop_searching()) notify_one();
+}
+
+void multi_thread_scheduler::run_task(worker& w, task_header* t) {
+    w.counters.polls.add();
+    switch (poll_task(t)) {
+        case poll_outcome::idle:
+        case poll_outcome::complete:
+            break;
+        case poll_outcome::requeue:
+            push_local(w, t);
+            break;
+        case poll_outcome::yield:
+            injector_.push(t);
+            notify_one();
+            break;
+    }
+}
+
+void multi_thread_scheduler::park(worker& w) {
+    bool last_searcher = idle_.to_parked(w.index, w.searching);
+    w.searching = false;
+    if (last_searcher) notify_if_work_pending();  // may pick this very worker
+    w.counters.parks.add();
+    w.park.park();
+    w.counters.unparks.add();
+    // Whoever woke us counted us as unparked and searching.
+    w.searching = true;
+}
+
+// ---- blocking, shutdown, metrics -------------------------------------------------
+void multi_thread_scheduler::run_until_complete(task_header* t) { block_until_complete(t); }
+
+void multi_thread_scheduler::shutdown() {
+    if (this_worker())
+        throw std::logic_error("aspen::runtime: shutdown or destruction from one of the runtime's own tasks");
+    std::lock_guard lock(shutdown_mutex_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    // release: workers that see it also see everything before it.
+    stopping_.store(true, std::memory_order_release);
+    idle_.take_all_sleepers();
+    for (auto& w : workers_) w->park.unpark();
+    for (auto& w : workers_) w->thread.join();
+    cancel_all_tasks();
+}
+
+bool multi_thread_scheduler::drain_queues() {
+    bool any = false;
+    for (auto& w : workers_) {
+        for (task_header* t = std::exchange(w->next, nullptr); t; t = w->queue.pop()) {
+            destroy_queued(t);
+            any = true;
+        }
+    }
+    return destroy_all(injector_) || any;
+}
+
+runtime_metrics multi_thread_scheduler::metrics() const {
+    runtime_metrics m;
+    for (auto& w : workers_) m.workers.push_back(w->counters.read());
+    // relaxed: a statistic.
+    m.remote_spawns = remote_spawns_.load(std::memory_order_relaxed);
+    m.remote_completions = remote_completions_.load(std::memory_order_relaxed);
+    worker_metrics t = m.total();
+    m.tasks_alive = t.tasks_spawned + m.remote_spawns - t.tasks_completed - m.remote_completions;
+    m.injector_depth = injector_.len();
+    return m;
+}
+
+}  // namespace aspen::detail

@@ -1,0 +1,105 @@
+// The multi-threaded work-stealing scheduler (see DESIGN.md, "The scheduler").
+//
+// Where a task goes:
+//   spawn / wake from this worker -> the worker's next slot; the previous
+//                                    occupant moves into the local ring
+//   woken while running            -> local ring (after the poll)
+//   yield_now                      -> injector (behind all ready work)
+//   spawn / wake from elsewhere    -> injector, then wake a sleeper
+// Where a worker looks (worker::next_task, search):
+//   every global_queue_interval ticks the injector first (fairness), then
+//   the next slot (at most max_next_slot_runs in a row), the ring (newest
+//   first), a batch from the injector, then as a searcher the oldest half of
+//   random victims' rings, then it parks (idle.hpp has the protocol).
+#pragma once
+
+#include "scheduler/idle.hpp"
+#include "scheduler/injector.hpp"
+#include "scheduler/local_queue.hpp"
+#include "scheduler/park.hpp"
+#include "scheduler/scheduler.hpp"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace aspen::detail {
+
+// A statistic written only by its worker (so no RMW), read by anyone.
+class counter {
+public:
+    void add(std::uint64_t n = 1) noexcept {
+        // relaxed: a statistic; single writer, so load+store loses nothing.
+        v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    }
+    std::uint64_t get() const noexcept { return v_.load(std::memory_order_relaxed); }
+
+private:
+    std::atomic<std::uint64_t> v_{0};
+};
+
+struct worker_counters {
+    counter polls, tasks_spawned, tasks_completed, next_slot_runs, inlined_joins, local_pushes, overflows, overflow_tasks, injector_pops,
+        steal_operations, tasks_stolen, failed_steals, parks, unparks;
+    worker_metrics read() const noexcept;
+};
+
+class multi_thread_scheduler final : public scheduler {
+public:
+    explicit multi_thread_scheduler(const config& cfg);
+    ~multi_thread_scheduler() override;
+
+    void schedule(task_header* t, schedule_kind kind) override;
+    void run_until_complete(task_header* t) override;
+    void shutdown() override;
+    runtime_metrics metrics() const override;
+    std::size_t registry_shard() const noexcept override;
+    bool take_local(task_header* t) noexcept override;
+    bool on_own_thread() const noexcept override { return this_worker() != nullptr; }
+    void count_completion() noexcept override;
+
+private:
+    struct alignas(128) worker {
+        worker(multi_thread_scheduler& s, std::size_t i, std::uint32_t capacity);
+        multi_thread_scheduler& owner;
+        std::size_t index;
+        local_queue<task_header> queue;
+        task_header* next = nullptr;  // owner-only: never stolen
+        parker park;
+        std::uint64_t rng;            // xorshift state, per worker
+        std::uint32_t tick = 0;
+        std::uint32_t next_runs = 0;
+        bool searching = false;
+        std::vector<task_header*> batch;  // injector batch buffer
+        worker_counters counters;
+        std::thread thread;
+    };
+
+    void run(worker& w);
+    task_header* next_task(worker& w);
+    task_header* pop_injector_batch(worker& w);
+    task_header* search(worker& w);
+    void found_work(worker& w);
+    void run_task(worker& w, task_header* t);
+    void park(worker& w);
+    void push_local(worker& w, task_header* t);
+    void notify_one();
+    void notify_if_work_pending();
+    bool drain_queues() override;
+    worker* this_worker() const noexcept;
+    bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+
+    config cfg_;
+    std::vector<std::unique_ptr<worker>> workers_;
+    injector<task_header> injector_;
+    idle_state idle_;
+    std::atomic<bool> stopping_{false};
+    std::atomic<std::uint64_t> remote_spawns_{0};
+    std::atomic<std::uint64_t> remote_completions_{0};
+    std::mutex shutdown_mutex_;
+    bool shut_down_ = false;
+};
+
+}  // namespace aspen::detail

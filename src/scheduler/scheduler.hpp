@@ -1,0 +1,102 @@
+// The interface every scheduler (multi-threaded, current-thread) gives the
+// task machinery, plus what they share: the registry of live tasks and the
+// handler for exceptions nobody will observe.
+#pragma once
+
+#include "scheduler/registry.hpp"
+
+#include <aspen/config.hpp>
+#include <aspen/detail/task_header.hpp>
+#include <aspen/metrics.hpp>
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+
+namespace aspen::detail {
+
+enum class schedule_kind {
+    spawn,    // new task from a task: next slot of this worker
+    wake,     // woken by a waker: next slot if woken from this worker
+    requeue,  // woken while it was running: back into the local queue
+    yield,    // yield_now / budget exhausted: behind all ready work
+};
+
+class scheduler {
+public:
+    explicit scheduler(const config& cfg, std::size_t registry_shards);
+    virtual ~scheduler();
+    scheduler(const scheduler&) = delete;
+    scheduler& operator=(const scheduler&) = delete;
+
+    // t carries one reference for the queue it is put in.
+    virtual void schedule(task_header* t, schedule_kind kind) = 0;
+    // Blocks (or, single-threaded, drives the loop) until t is complete.
+    virtual void run_until_complete(task_header* t) = 0;
+    virtual void shutdown() = 0;
+    virtual runtime_metrics metrics() const = 0;
+    // Shard of the registry the calling thread should use.
+    virtual std::size_t registry_shard() const noexcept { return 0; }
+    // True on this scheduler's own worker / driver thread.
+    virtual bool on_own_thread() const noexcept = 0;
+    // Counts a completed task for tasks_alive (spawned - completed).
+    virtual void count_completion() noexcept = 0;
+    // Takes t back from the calling thread's own queue if it is the newest
+    // entry there (next slot or top of the ring) and can start without a
+    // leaf poll (it never ran, or only yielded); the caller then holds the
+    // queue's reference. Used by join inlining. t's fields other than sched
+    // belong to its poller: read them only once t is taken.
+    virtual bool take_local(task_header* t) noexcept = 0;
+
+    task_registry& registry() noexcept { return registry_; }
+    // Accepts a new task or refuses it once shutdown began. A task spawned
+    // from outside is registered now (under the registry lock, so it is
+    // either swept by shutdown or refused); one spawned by this scheduler's
+    // own thread is found in its queue, which shutdown drains after joining.
+    bool accept_spawn(task_header* t) noexcept;
+    // Registers t before it may go idle; false once shutdown began.
+    bool register_task(task_header* t) noexcept;
+    void report_unhandled(std::exception_ptr e) noexcept;
+    std::uint32_t coop_budget() const noexcept { return coop_budget_; }
+
+protected:
+    // Cancels every registered task and destroys what the queues still hold
+    // (through drain_queues) until both are empty. Callers: shutdown, once
+    // no worker runs any more.
+    void cancel_all_tasks();
+    virtual bool drain_queues() = 0;  // true if it destroyed anything
+    // Destroys a task taken out of a run queue (holding the queue's ref).
+    static void destroy_queued(task_header* t) noexcept;
+    // Destroys every task of an injector list (shutdown); true if any.
+    template <class Injector>
+    static bool destroy_all(Injector& inj) noexcept {
+        std::size_t n = 0;
+        for (task_header* t = inj.take_all(n); t;) {
+            task_header* next = t->queue_next;
+            destroy_queued(t);
+            t = next;
+        }
+        return n != 0;
+    }
+
+private:
+    task_registry registry_;
+    std::function<void(std::exception_ptr)> handler_;
+    std::uint32_t coop_budget_;
+};
+
+// ---- shared by the schedulers (src/task/task_core.cpp) ----------------------
+enum class poll_outcome { idle, requeue, yield, complete };
+// Polls a task taken from a run queue (the caller holds the queue's ref).
+poll_outcome poll_task(task_header* t) noexcept;
+
+// Per-thread scheduling context.
+struct thread_context {
+    scheduler* sched = nullptr;   // runtime this thread works for
+    void* worker = nullptr;       // the scheduler's per-thread state
+    task_header* current = nullptr;
+    std::uint32_t budget = 0;     // coop budget left in this poll
+};
+thread_context& tls() noexcept;
+
+}  // namespace aspen::detail

@@ -1,0 +1,99 @@
+// Coroutine frame allocation: [task_header | frame] blocks recycled through
+// per-thread free lists by size class.
+//
+// Why per-thread lists with no synchronisation: a frame is allocated by the
+// thread that creates the coroutine and freed by whichever thread drops the
+// last reference; pushing it onto *that* thread's list needs no atomics.
+// Memory migrates between threads in producer/consumer patterns, so each
+// list is capped and the surplus goes back to the system allocator.
+//
+// ASPEN_NO_FRAME_POOL (set in the ASan build) sends every block straight to
+// operator new/delete so the sanitizer sees each free.
+#include <aspen/detail/task_header.hpp>
+
+#include <cstddef>
+#include <new>
+
+namespace aspen::detail {
+namespace {
+
+constexpr std::size_t granule = 64;
+constexpr std::size_t num_classes = 32;           // blocks up to 2 KiB are pooled
+constexpr std::size_t max_cached_per_class = 512;  // cap on a thread's hoard
+
+struct free_block {
+    free_block* next;
+};
+
+struct frame_pool {
+    free_block* heads[num_classes] = {};
+    std::size_t counts[num_classes] = {};
+
+    ~frame_pool() {
+        for (auto*& head : heads) {
+            while (head) ::operator delete(std::exchange(head, head->next));
+        }
+        torn_down = true;
+    }
+    static thread_local bool torn_down;  // frees after thread exit bypass the pool
+};
+thread_local bool frame_pool::torn_down = false;
+thread_local frame_pool pool;
+
+#ifdef ASPEN_NO_FRAME_POOL
+constexpr bool use_pool = false;
+#else
+constexpr bool use_pool = true;
+#endif
+
+std::size_t class_of(std::size_t bytes) noexcept { return (bytes + granule - 1) / granule - 1; }
+
+void* raw_allocate(std::size_t bytes) {
+    std::size_t c = class_of(bytes);
+    if (use_pool && c < num_classes && !frame_pool::torn_down) {
+        if (free_block* b = pool.heads[c]) {
+            pool.heads[c] = b->next;
+            --pool.counts[c];
+            return b;
+        }
+        return ::operator new((c + 1) * granule);
+    }
+    return ::operator new(bytes);
+}
+
+void raw_free(void* p, std::size_t bytes) noexcept {
+    std::size_t c = class_of(bytes);
+    if (use_pool && c < num_classes && !frame_pool::torn_down && pool.counts[c] < max_cached_per_class) {
+        pool.heads[c] = new (p) free_block{pool.heads[c]};
+        ++pool.counts[c];
+        return;
+    }
+    ::operator delete(p);
+}
+
+}  // namespace
+
+void* allocate_frame(std::size_t frame_size) {
+    std::size_t total = sizeof(task_header) + frame_size;
+    void* block = raw_allocate(total);
+    auto* header = new (block) task_header;
+    header->alloc_size = static_cast<std::uint32_t>(total);
+    return header->frame();
+}
+
+void free_task_memory(task_header* t) noexcept {
+    std::size_t bytes = t->alloc_size;
+    t->~task_header();
+    raw_free(t, bytes);
+}
+
+void deallocate_frame(void* frame) noexcept {
+    task_header* t = task_header::of_frame(frame);
+    // A spawned task cancelled early: the frame's locals are gone but the
+    // header must live until its last reference (the join handle reads the
+    // outcome there).
+    if (t->spawned && !t->releasing) return;
+    free_task_memory(t);
+}
+
+}  // namespace aspen::detail

@@ -1,0 +1,488 @@
+// The task state machine: spawn, poll, wake, abort, join, completion and
+// reference counting. The transition table is in
+// include/aspen/detail/task_header.hpp; each function below is one row (or a
+// few) of it. Every state change is a CAS or RMW on task_header::state.
+#include "scheduler/scheduler.hpp"
+
+#include <aspen/errors.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unordered_set>
+
+namespace aspen::detail {
+
+void free_task_memory(task_header* t) noexcept;  // frame_pool.cpp
+
+namespace {
+
+thread_local thread_context context_;
+
+std::uint64_t refs(std::uint64_t s) noexcept { return s >> state::ref_shift; }
+
+// The last reference is gone: destroy the frame if it still exists (its
+// operator delete then frees the block) or free the block of a frame that
+// cancellation already destroyed.
+void on_last_ref(task_header* t) noexcept {
+    if (t->frame_destroyed) {
+        free_task_memory(t);
+        return;
+    }
+    t->releasing = true;
+    std::coroutine_handle<>::from_address(t->frame()).destroy();
+}
+
+// ---- wakers of tasks ---------------------------------------------------------
+void waker_clone(void* p) noexcept { ref_inc(static_cast<task_header*>(p)); }
+void waker_wake_by_ref(void* p) noexcept;
+void waker_wake(void* p) noexcept {
+    waker_wake_by_ref(p);
+    ref_dec(static_cast<task_header*>(p));
+}
+void waker_drop(void* p) noexcept { ref_dec(static_cast<task_header*>(p)); }
+
+constexpr waker_vtable task_waker_vtable{waker_clone, waker_wake, waker_wake_by_ref, waker_drop};
+
+// A waker that borrows the poller's reference instead of taking one.
+struct borrowed_waker {
+    aspen::waker w;
+    explicit borrowed_waker(task_header* t) noexcept : w(&task_waker_vtable, t) {}
+    ~borrowed_waker() { w.release_borrowed(); }
+};
+
+void waker_wake_by_ref(void* p) noexcept {
+    auto* t = static_cast<task_header*>(p);
+    // acquire on failure: retry with fresh flags. acq_rel on success: release
+    // publishes what the waker's caller wrote (the data that makes the leaf
+    // ready) to the poller, who acquires the word before polling.
+    std::uint64_t s = t->state.load(std::memory_order_acquire);
+    for (;;) {
+        if (s & (state::complete | state::notified)) return;
+        if (s & state::running) {
+            if (t->state.compare_exchange_weak(s, s | state::notified, std::memory_order_acq_rel,
+                                               std::memory_order_acquire))
+                return;  // the poller re-queues it after its poll
+            continue;
+        }
+        std::uint64_t next = (s | state::notified) + state::ref_one;  // the queue's ref
+        if (t->state.compare_exchange_weak(s, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
+            t->sched->schedule(t, schedule_kind::wake);
+            return;
+        }
+    }
+}
+
+// Process-wide set of schedulers still alive, so a join handle dropped after
+// its runtime is gone can still report an unobserved exception.
+std::mutex live_schedulers_mutex;
+std::unordered_set<const scheduler*>& live_schedulers() {
+    static std::unordered_set<const scheduler*> set;
+    return set;
+}
+
+// One line on stderr: the last resort for an exception nobody observes.
+void print_unobserved(std::exception_ptr e, const char* where) noexcept {
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+        std::fprintf(stderr, "aspen: unobserved exception in %s: %s\n", where, ex.what());
+    } catch (...) {
+        std::fprintf(stderr, "aspen: unobserved non-standard exception in %s\n", where);
+    }
+}
+
+void report(task_header* t) noexcept {
+    std::lock_guard lock(live_schedulers_mutex);
+    if (live_schedulers().count(t->sched)) t->sched->report_unhandled(t->error);
+    else print_unobserved(t->error, "a task whose runtime is gone");
+}
+
+// RUNNING is ours; the root finished or the frame was destroyed by cancel.
+// Publishes the outcome, wakes the joiner, drops the life and poll refs.
+void complete(task_header* t) noexcept {
+    // Leave the registry first: once the joiner is woken, the task must no
+    // longer count as alive. We hold RUNNING, so no shutdown sweep needs it.
+    if (t->registered) t->sched->registry().remove(t);
+    t->sched->count_completion();
+    bool report_error = t->error && !t->frame_destroyed;
+    // acq_rel: release publishes the result / frame_destroyed to whoever
+    // acquires COMPLETE (joiner, last ref); acquire pairs with a joiner's
+    // release of join_waker. When there is nothing left to do with t
+    // afterwards, the same CAS drops both refs; otherwise we keep the poll
+    // ref until we are done reading t.
+    std::uint64_t s = t->state.load(std::memory_order_acquire);
+    bool work_after;
+    for (;;) {
+        work_after = (s & state::join_waker) || (report_error && !(s & state::join_interest));
+        std::uint64_t next = ((s | state::complete) & ~(state::running | state::notified)) -
+                             (work_after ? 1 : 2) * state::ref_one;
+        if (t->state.compare_exchange_weak(s, next, std::memory_order_acq_rel, std::memory_order_acquire)) break;
+    }
+    if (!work_after) {
+        if (refs(s) == 2) on_last_ref(t);
+        return;
+    }
+    if (s & state::join_waker) {
+        aspen::waker w = std::move(t->join_waker);
+        w.wake();
+    }
+    // Nobody will read an exception the handle side no longer wants.
+    if (report_error && !(s & state::join_interest)) report(t);
+    ref_dec(t);
+}
+
+// RUNNING and CANCELLED are ours: destroy the frame at this suspension
+// point (running every local's destructor), then complete.
+void cancel_running(task_header* t) noexcept {
+    t->frame_destroyed = true;
+    task_header* saved = context_.current;
+    context_.current = nullptr;
+    std::coroutine_handle<>::from_address(t->frame()).destroy();
+    context_.current = saved;
+    complete(t);
+}
+
+}  // namespace
+
+thread_context& tls() noexcept { return context_; }
+task_header* current_task() noexcept { return context_.current; }
+scheduler* current_scheduler() noexcept { return context_.sched; }
+
+task_header& require_current_task(const char* what) {
+    if (!context_.current)
+        throw std::logic_error(std::string(what) + ": awaited outside a task running on an aspen runtime");
+    return *context_.current;
+}
+
+void suspend_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept {
+    task_header* t = context_.current;
+    t->resume_point = h;
+    t->leaf = leaf;
+    t->leaf_poll = poll;
+}
+
+bool poll_leaf_now(task_header& t, void* leaf, leaf_poll_fn poll) {
+    borrowed_waker bw(&t);
+    context cx(bw.w);
+    return poll(leaf, cx);
+}
+
+void yield_current(std::coroutine_handle<> h) noexcept {
+    task_header* t = context_.current;
+    suspend_on_leaf(h, nullptr, nullptr);
+    t->yield_requested = true;
+    waker_wake_by_ref(t);  // RUNNING: sets NOTIFIED, re-queued after the poll
+}
+
+void ref_inc(task_header* t) noexcept {
+    // relaxed: taking a ref needs no ordering, we already hold one.
+    t->state.fetch_add(state::ref_one, std::memory_order_relaxed);
+}
+
+void ref_dec(task_header* t) noexcept {
+    // acq_rel: see complete(); the last owner frees.
+    std::uint64_t prev = t->state.fetch_sub(state::ref_one, std::memory_order_acq_rel);
+    if (refs(prev) == 1) on_last_ref(t);
+}
+
+aspen::waker make_waker(task_header* t) noexcept {
+    ref_inc(t);
+    return aspen::waker(&task_waker_vtable, t);
+}
+
+bool is_complete(const task_header* t) noexcept {
+    // acquire: a true answer lets the caller read the result.
+    return t->state.load(std::memory_order_acquire) & state::complete;
+}
+
+bool is_cancelled_outcome(const task_header* t) noexcept { return t->frame_destroyed; }
+
+void spawn_root(scheduler* s, task_header* t) {
+    t->spawned = true;
+    t->sched = s;
+    t->resume_point = std::coroutine_handle<>::from_address(t->frame());
+    // relaxed: the queue push that follows publishes the header.
+    t->state.store(state::notified | state::join_interest | 3 * state::ref_one, std::memory_order_relaxed);
+    if (!s->accept_spawn(t)) {
+        t->spawned = false;  // nothing else knows it: free it with its frame
+        std::coroutine_handle<>::from_address(t->frame()).destroy();
+        throw runtime_shut_down();
+    }
+    s->schedule(t, schedule_kind::spawn);
+}
+
+
+void abort_task(task_header* t) noexcept {
+    // acq_rel on success: acquire takes ownership of the frame when we claim
+    // an idle task (the last poller released it).
+    std::uint64_t s = t->state.load(std::memory_order_acquire);
+    for (;;) {
+        if (s & (state::complete | state::cancelled)) return;
+        if (s & (state::running | state::notified)) {
+            // The poller destroys the frame at its next turn.
+            if (t->state.compare_exchange_weak(s, s | state::cancelled, std::memory_order_acq_rel,
+                                               std::memory_order_acquire))
+                return;
+            continue;
+        }
+        std::uint64_t next = s | state::cancelled | state::running;
+        if (t->state.compare_exchange_weak(s, next + state::ref_one, std::memory_order_acq_rel,
+                                           std::memory_order_acquire))
+            break;
+    }
+    cancel_running(t);  // idle: destroy it right away on this thread
+}
+
+bool register_join_waker(task_header* t, const aspen::waker& w) {
+    // acquire: COMPLETE lets the joiner read the result.
+    std::uint64_t s = t->state.load(std::memory_order_acquire);
+    if (s & state::complete) return false;
+    if (s & state::join_waker) {
+        if (t->join_waker.will_wake(w)) return true;
+        // A different awaiter (the previous one was dropped mid-await): take
+        // the field back before replacing it.
+        while (!(s & state::complete)) {
+            if (t->state.compare_exchange_weak(s, s & ~state::join_waker, std::memory_order_acq_rel,
+                                               std::memory_order_acquire))
+                break;
+        }
+        if (s & state::complete) return false;
+    }
+    t->join_waker = w;  // ours while JOIN_WAKER is clear
+    s = t->state.load(std::memory_order_acquire);
+    for (;;) {
+        if (s & state::complete) {
+            t->join_waker.reset();
+            return false;
+        }
+        // release: the completer reads join_waker after seeing JOIN_WAKER.
+        if (t->state.compare_exchange_weak(s, s | state::join_waker, std::memory_order_acq_rel,
+                                           std::memory_order_acquire))
+            return true;
+    }
+}
+
+void drop_join_handle(task_header* t, bool observed) noexcept {
+    // acq_rel: acquire sees the outcome when the task is complete; release
+    // orders our reads of the result before a completer frees the frame.
+    // JOIN_INTEREST is set for as long as the handle lives and only the
+    // handle clears it, so subtracting it clears the bit: flag and ref go in
+    // one RMW.
+    std::uint64_t prev = t->state.fetch_sub(state::join_interest + state::ref_one, std::memory_order_acq_rel);
+    if ((prev & state::complete) && !observed && t->error && !t->frame_destroyed) report(t);
+    if (refs(prev) == 1) on_last_ref(t);
+}
+
+// ---- thread blocked in block_on ---------------------------------------------
+namespace {
+struct thread_waiter {
+    std::atomic<std::uint32_t> done{0};
+};
+void tw_nop(void*) noexcept {}
+void tw_wake(void* p) noexcept {
+    auto* w = static_cast<thread_waiter*>(p);
+    // release: the waiter then acquires the task's completion.
+    w->done.store(1, std::memory_order_release);
+    w->done.notify_one();
+}
+constexpr waker_vtable thread_waker_vtable{tw_nop, tw_wake, tw_wake, tw_nop};
+}  // namespace
+
+void block_until_complete(task_header* t) {
+    thread_waiter waiter;
+    // The waker lives on this stack: it is consumed (woken) exactly once by
+    // the completer before this function can return, and never cloned.
+    aspen::waker w(&thread_waker_vtable, &waiter);
+    bool registered = register_join_waker(t, w);
+    w.release_borrowed();
+    if (!registered) return;
+    // acquire: pairs with tw_wake's release.
+    // The completer wakes only after setting COMPLETE, so this acquire also
+    // makes the result visible.
+    while (waiter.done.load(std::memory_order_acquire) == 0) waiter.done.wait(0, std::memory_order_acquire);
+}
+
+// ---- polling ------------------------------------------------------------------
+namespace {
+
+// RUNNING -> idle (dropping the poll ref) or -> NOTIFIED (the poll ref
+// becomes the queue's), or destroy the frame if an abort arrived during the
+// poll. acq_rel: release our frame writes to the next poller; acquire a
+// waker's data when NOTIFIED was set during the poll.
+poll_outcome finish_poll(task_header* t) noexcept {
+    bool yielded = std::exchange(t->yield_requested, false);
+    // Register before the task may go idle, while we still own it. Refused
+    // only once shutdown began: then it must not become an idle task nobody
+    // can find, so it is cancelled right here instead.
+    // relaxed: we hold RUNNING; the loop below reads the flag back.
+    if (!t->registered && !t->sched->register_task(t)) t->state.fetch_or(state::cancelled, std::memory_order_relaxed);
+    std::uint64_t s = t->state.load(std::memory_order_acquire);
+    for (;;) {
+        if (s & state::cancelled) {
+            cancel_running(t);
+            return poll_outcome::complete;
+        }
+        std::uint64_t next = s & ~state::running;
+        if (!(s & state::notified)) next -= state::ref_one;
+        if (t->state.compare_exchange_weak(s, next, std::memory_order_acq_rel, std::memory_order_acquire)) break;
+    }
+    if (s & state::notified) return yielded ? poll_outcome::yield : poll_outcome::requeue;
+    return poll_outcome::idle;
+}
+
+// NOTIFIED -> RUNNING; false if the task was cancelled (then it is destroyed
+// and completed here). acq_rel: acquire the previous poller's frame writes.
+bool start_poll(task_header* t) noexcept {
+    std::uint64_t s = t->state.load(std::memory_order_acquire);
+    while (!t->state.compare_exchange_weak(s, (s & ~state::notified) | state::running, std::memory_order_acq_rel,
+                                           std::memory_order_acquire)) {
+    }
+    if (!(s & state::cancelled)) return true;
+    cancel_running(t);
+    return false;
+}
+
+// A chain of inlined joins suspended inside `top`: finish each inlined
+// task's poll like an ordinary one, then let its joiner register its join
+// waker (or be re-queued at once if the child already completed).
+void unwind_inlined(task_header* bottom) noexcept {
+    while (context_.current != bottom) {
+        task_header* child = context_.current;
+        task_header* joiner = std::exchange(child->inline_parent, nullptr);
+        poll_outcome o = finish_poll(child);
+        if (o == poll_outcome::requeue || o == poll_outcome::yield)
+            child->sched->schedule(child, o == poll_outcome::yield ? schedule_kind::yield : schedule_kind::requeue);
+        context_.current = joiner;
+        // The joiner is RUNNING: a ready leaf just marks it NOTIFIED, so it is
+        // re-queued when its own poll finishes.
+        if (poll_leaf_now(*joiner, joiner->leaf, joiner->leaf_poll)) waker_wake_by_ref(joiner);
+    }
+}
+
+}  // namespace
+
+std::coroutine_handle<> on_root_final(task_header* t) noexcept {
+    task_header* joiner = std::exchange(t->inline_parent, nullptr);
+    if (!joiner) {
+        t->root_done = true;  // the poller completes it after resume() returns
+        return std::noop_coroutine();
+    }
+    // Inlined by a joiner: complete now and continue the joiner directly.
+    complete(t);
+    context_.current = joiner;
+    joiner->leaf = nullptr;
+    joiner->leaf_poll = nullptr;
+    return joiner->resume_point;
+}
+
+std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,
+                                        task_header* child) noexcept {
+    task_header* joiner = context_.current;
+    suspend_on_leaf(h, leaf, poll);
+    // Only one of this scheduler's tasks can be in our queue (sched never
+    // changes after spawn, so reading it is safe). The child's other fields
+    // belong to whoever polls it: read them only once take_local made it ours.
+    if (child->sched != joiner->sched || !joiner->sched->take_local(child)) {
+        // Ordinary join: register the joiner's waker; if the child finished
+        // in the meantime, go on without suspending.
+        if (!poll_leaf_now(*joiner, leaf, poll)) return std::noop_coroutine();
+        joiner->leaf = nullptr;
+        joiner->leaf_poll = nullptr;
+        return h;
+    }
+    if (!start_poll(child)) {
+        // Cancelled while queued: it is complete now; the joiner goes on.
+        joiner->leaf = nullptr;
+        joiner->leaf_poll = nullptr;
+        return h;
+    }
+    child->inline_parent = joiner;
+    context_.current = child;
+    return child->resume_point;
+}
+
+poll_outcome poll_task(task_header* t) noexcept {
+    if (!start_poll(t)) return poll_outcome::complete;
+    context_.current = t;
+    context_.budget = t->sched->coop_budget();
+    bool resume = true;
+    if (t->leaf_poll) {
+        borrowed_waker bw(t);
+        context cx(bw.w);
+        resume = t->leaf_poll(t->leaf, cx);
+    }
+    if (resume) {
+        t->leaf = nullptr;
+        t->leaf_poll = nullptr;
+        t->resume_point.resume();
+        unwind_inlined(t);
+    }
+    context_.current = nullptr;
+    if (t->root_done) {
+        complete(t);
+        return poll_outcome::complete;
+    }
+    return finish_poll(t);
+}
+
+// ---- scheduler base -----------------------------------------------------------
+scheduler::scheduler(const config& cfg, std::size_t registry_shards)
+    : registry_(registry_shards), handler_(cfg.unhandled_exception_handler), coop_budget_(cfg.coop_budget) {
+    std::lock_guard lock(live_schedulers_mutex);
+    live_schedulers().insert(this);
+}
+
+scheduler::~scheduler() {
+    std::lock_guard lock(live_schedulers_mutex);
+    live_schedulers().erase(this);
+}
+
+bool scheduler::register_task(task_header* t) noexcept {
+    if (!registry_.insert(t, registry_shard())) return false;
+    t->registered = true;
+    return true;
+}
+
+bool scheduler::accept_spawn(task_header* t) noexcept {
+    if (on_own_thread()) return !registry_.closed();
+    return register_task(t);
+}
+
+void scheduler::report_unhandled(std::exception_ptr e) noexcept {
+    if (handler_) {
+        try {
+            handler_(e);
+            return;
+        } catch (...) {
+            std::fprintf(stderr, "aspen: the unhandled_exception_handler threw; falling back to stderr\n");
+        }
+    }
+    print_unobserved(e, "a detached task");
+}
+
+void scheduler::destroy_queued(task_header* t) noexcept {
+    abort_task(t);  // queued: only marks CANCELLED
+    poll_task(t);   // sees CANCELLED: destroys the frame, completes
+}
+
+void scheduler::cancel_all_tasks() {
+    registry_.close();
+    for (;;) {
+        bool destroyed = drain_queues();
+        std::vector<task_header*> live = registry_.snapshot();
+        for (task_header* t : live) {
+            abort_task(t);  // idle: destroyed now; queued: the drain below does it
+            ref_dec(t);
+        }
+        destroyed = drain_queues() || destroyed;
+        if (live.empty() && !destroyed) return;
+        // Nothing moved: a foreign thread still holds RUNNING on a task.
+        if (!destroyed) std::this_thread::yield();
+    }
+}
+
+}  // namespace aspen::detail

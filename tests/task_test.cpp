@@ -1,0 +1,514 @@
+// task<T>, spawn, join_handle, exceptions, abort, misuse and config errors,
+// on both runtimes.
+#include <aspen/aspen.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+aspen::config workers(std::size_t n) {
+    aspen::config c;
+    c.workers = n;
+    return c;
+}
+
+aspen::task<int> answer() { co_return 42; }
+aspen::task<int> add(int a, int b) { co_return co_await answer() - 42 + a + b; }
+aspen::task<void> throws_logic() {
+    throw std::logic_error("boom");
+    co_return;
+}
+
+TEST(Task, BlockOnReturnsValue) {
+    aspen::runtime rt(workers(2));
+    EXPECT_EQ(rt.block_on(add(1, 2)), 3);
+}
+
+TEST(Task, FrameAddressFollowsHeader) {
+    // The runtime finds a spawned root's header just before the coroutine's
+    // address, so that address must be the block operator new returned.
+    struct own_address {
+        void* address = nullptr;
+        bool await_ready() const noexcept { return false; }
+        bool await_suspend(std::coroutine_handle<> h) noexcept {
+            address = h.address();
+            return false;  // resume at once
+        }
+        void* await_resume() const noexcept { return address; }
+    };
+    auto probe = []() -> aspen::task<bool> {
+        void* self = co_await own_address{};
+        co_return self == aspen::detail::current_task()->frame();
+    };
+    aspen::runtime rt(workers(1));
+    EXPECT_TRUE(rt.block_on(probe()));
+}
+
+TEST(Task, SpawnAndJoin) {
+    aspen::runtime rt(workers(2));
+    auto outer = []() -> aspen::task<int> {
+        auto h = aspen::spawn(answer());
+        int x = co_await h;
+        co_return x + 1;
+    };
+    EXPECT_EQ(rt.block_on(outer()), 43);
+}
+
+TEST(Task, ExceptionPropagatesInlineAndThroughHandle) {
+    aspen::runtime rt(workers(2));
+    auto inline_await = []() -> aspen::task<std::string> {
+        try {
+            co_await throws_logic();
+        } catch (const std::logic_error& e) {
+            co_return e.what();
+        }
+        co_return "no exception";
+    };
+    EXPECT_EQ(rt.block_on(inline_await()), "boom");
+    auto via_handle = []() -> aspen::task<std::string> {
+        auto h = aspen::spawn(throws_logic());
+        try {
+            co_await h;
+        } catch (const std::logic_error& e) {
+            co_return e.what();
+        }
+        co_return "no exception";
+    };
+    EXPECT_EQ(rt.block_on(via_handle()), "boom");
+    EXPECT_THROW(rt.block_on(throws_logic()), std::logic_error);
+}
+
+TEST(Task, AwaitingHandleTwiceThrowsLogicError) {
+    aspen::runtime rt(workers(2));
+    auto body = []() -> aspen::task<int> {
+        auto h = aspen::spawn(answer());
+        co_await h;
+        int caught = 0;
+        try {
+            co_await h;
+        } catch (const std::logic_error&) {
+            ++caught;
+        }
+        aspen::join_handle<int> moved = std::move(h);
+        try {
+            co_await h;  // moved-from
+        } catch (const std::logic_error&) {
+            ++caught;
+        }
+        co_return caught;
+    };
+    EXPECT_EQ(rt.block_on(body()), 2);
+}
+
+TEST(Task, AwaitingTaskTwiceThrowsLogicError) {
+    aspen::runtime rt(workers(1));
+    auto body = []() -> aspen::task<int> {
+        auto t = answer();
+        co_await t;
+        try {
+            co_await t;
+        } catch (const std::logic_error&) {
+            co_return 1;
+        }
+        co_return 0;
+    };
+    EXPECT_EQ(rt.block_on(body()), 1);
+}
+
+TEST(Task, SpawnOutsideRuntimeThrows) {
+    EXPECT_THROW((void)aspen::spawn(answer()), std::logic_error);
+}
+
+TEST(Task, BlockOnInsideTaskThrows) {
+    aspen::runtime rt(workers(1));
+    auto body = [&]() -> aspen::task<bool> {
+        try {
+            rt.block_on(answer());
+        } catch (const std::logic_error&) {
+            co_return true;
+        }
+        co_return false;
+    };
+    EXPECT_TRUE(rt.block_on(body()));
+}
+
+TEST(Task, AbortWaitingTaskDestroysFrameNow) {
+    // One worker: when body sees `waiting`, forever's poll has returned, so
+    // forever is idle (not merely inside its poll) when abort() is called.
+    aspen::runtime rt(workers(1));
+    struct flag_on_destroy {
+        std::atomic<int>* f;
+        ~flag_on_destroy() { f->fetch_add(1); }
+    };
+    std::atomic<int> destroyed{0};
+    std::atomic<bool> waiting{false};
+    auto forever = [&]() -> aspen::task<int> {
+        flag_on_destroy guard{&destroyed};
+        co_await aspen::poll_fn([&](aspen::context&) -> aspen::poll<int> {
+            waiting.store(true);
+            return aspen::pending;
+        });
+        co_return 1;
+    };
+    auto body = [&]() -> aspen::task<bool> {
+        auto h = aspen::spawn(forever());
+        while (!waiting.load()) co_await aspen::yield_now();
+        h.abort();  // idle: its frame is destroyed right here, on this thread
+        bool destroyed_now = destroyed.load() == 1;
+        try {
+            co_await h;
+        } catch (const aspen::task_cancelled&) {
+            co_return destroyed_now;
+        }
+        co_return false;
+    };
+    EXPECT_TRUE(rt.block_on(body()));
+    EXPECT_EQ(destroyed.load(), 1);
+}
+
+TEST(Task, AbortBeforeStartNeverRuns) {
+    aspen::runtime rt(workers(2));
+    std::atomic<int> ran{0};
+    auto body = [&]() -> aspen::task<bool> {
+        auto h = aspen::spawn([](std::atomic<int>& r) -> aspen::task<void> {
+            r.fetch_add(1);
+            co_return;
+        }(ran));
+        h.abort();  // still queued in this worker's next slot: never starts
+        try {
+            co_await h;
+        } catch (const aspen::task_cancelled&) {
+            co_return true;
+        }
+        co_return false;
+    };
+    EXPECT_TRUE(rt.block_on(body()));
+    EXPECT_EQ(ran.load(), 0);
+}
+
+TEST(Task, AbortAfterCompletionKeepsResult) {
+    aspen::runtime rt(workers(2));
+    auto body = []() -> aspen::task<int> {
+        auto h = aspen::spawn(answer());
+        while (!h.is_finished()) co_await aspen::yield_now();
+        h.abort();
+        co_return co_await h;
+    };
+    EXPECT_EQ(rt.block_on(body()), 42);
+}
+
+TEST(Task, DetachedExceptionGoesToHandler) {
+    std::atomic<int> reported{0};
+    aspen::config c = workers(2);
+    c.unhandled_exception_handler = [&](std::exception_ptr e) {
+        try {
+            std::rethrow_exception(e);
+        } catch (const std::logic_error&) {
+            reported.fetch_add(1);
+        }
+    };
+    {
+        aspen::runtime rt(c);
+        rt.spawn(throws_logic()).detach();
+        auto dropped = rt.spawn(throws_logic());  // dropped after completion, unobserved
+        auto observed = rt.spawn(throws_logic());
+        EXPECT_THROW(rt.block_on([](aspen::join_handle<void> h) -> aspen::task<void> { co_await h; }(std::move(observed))),
+                     std::logic_error);
+        while (!dropped.is_finished()) std::this_thread::yield();
+        dropped = {};
+        EXPECT_EQ(rt.block_on(answer()), 42);  // runtime keeps running
+    }
+    EXPECT_EQ(reported.load(), 2);
+}
+
+TEST(Config, InvalidValuesThrowNamingTheField) {
+    auto expect_invalid = [](aspen::config c, const std::string& field) {
+        try {
+            aspen::runtime rt(c);
+            ADD_FAILURE() << "accepted invalid " << field;
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+        }
+    };
+    aspen::config c;
+    c.workers = 0;
+    expect_invalid(c, "workers");
+    c = {};
+    c.local_queue_capacity = 100;
+    expect_invalid(c, "local_queue_capacity");
+    c = {};
+    c.local_queue_capacity = 1;
+    expect_invalid(c, "local_queue_capacity");
+    c = {};
+    c.steal_attempts = 0;
+    expect_invalid(c, "steal_attempts");
+    c = {};
+    c.global_queue_interval = 0;
+    expect_invalid(c, "global_queue_interval");
+    c = {};
+    c.coop_budget = 0;
+    expect_invalid(c, "coop_budget");
+}
+
+TEST(Config, DefaultsAreDocumentedValues) {
+    aspen::config c;
+    EXPECT_EQ(c.workers, aspen::default_workers());
+    EXPECT_EQ(c.local_queue_capacity, 256u);
+    EXPECT_EQ(c.steal_attempts, 32u);
+    EXPECT_EQ(c.global_queue_interval, 61u);
+    EXPECT_EQ(c.coop_budget, 128u);
+}
+
+TEST(Task, ThreadHooksAndName) {
+    std::atomic<int> started{0}, stopped{0};
+    aspen::config c = workers(3);
+    c.on_thread_start = [&](std::size_t) { started.fetch_add(1); };
+    c.on_thread_stop = [&](std::size_t) { stopped.fetch_add(1); };
+    c.thread_name = "aspen-test";
+    {
+        aspen::runtime rt(c);
+        auto name = []() -> aspen::task<std::string> {
+            char buf[16] = {};
+            pthread_getname_np(pthread_self(), buf, sizeof buf);
+            co_return buf;
+        };
+        EXPECT_EQ(rt.block_on(name()), "aspen-test");
+    }
+    EXPECT_EQ(started.load(), 3);
+    EXPECT_EQ(stopped.load(), 3);
+}
+
+TEST(Task, SpawnAfterShutdownThrows) {
+    aspen::runtime rt(workers(2));
+    rt.shutdown();
+    EXPECT_THROW((void)rt.spawn(answer()), aspen::runtime_shut_down);
+    EXPECT_THROW(rt.block_on(answer()), aspen::runtime_shut_down);
+    aspen::current_thread_runtime ct;
+    ct.shutdown();
+    EXPECT_THROW((void)ct.spawn(answer()), aspen::runtime_shut_down);
+}
+
+// ---- deep chains ------------------------------------------------------------------
+aspen::task<long> nested(int depth) {
+    if (depth == 0) co_return 0;
+    co_return 1 + co_await nested(depth - 1);
+}
+
+aspen::task<long> sequential(int count) {
+    long sum = 0;
+    for (int i = 0; i < count; ++i) sum += co_await answer();
+    co_return sum;
+}
+
+TEST(Task, MillionNestedSynchronousAwaitsDoNotOverflow) {
+    aspen::runtime rt(workers(1));
+    EXPECT_EQ(rt.block_on(nested(1'000'000)), 1'000'000);
+}
+
+TEST(Task, MillionSequentialSynchronousAwaits) {
+    aspen::runtime rt(workers(1));
+    EXPECT_EQ(rt.block_on(sequential(1'000'000)), 42'000'000);
+}
+
+// ---- poll_fn and wakers -------------------------------------------------------------
+struct slot {
+    std::atomic<bool> ready{false};
+    std::mutex m;
+    aspen::waker w;
+    void set() {
+        ready.store(true);
+        aspen::waker taken;
+        {
+            std::lock_guard l(m);
+            taken = std::move(w);
+        }
+        taken.wake();
+    }
+    aspen::poll<int> poll(aspen::context& cx) {
+        if (ready.load()) return aspen::ready(7);
+        std::lock_guard l(m);
+        w = cx.waker();
+        if (ready.load()) return aspen::ready(7);
+        return aspen::pending;
+    }
+};
+
+TEST(PollFn, WokenFromForeignThread) {
+    aspen::runtime rt(workers(2));
+    slot s;
+    std::atomic<int> polls{0};
+    auto body = [&]() -> aspen::task<int> {
+        co_return co_await aspen::poll_fn([&](aspen::context& cx) {
+            polls.fetch_add(1);
+            return s.poll(cx);
+        });
+    };
+    auto h = rt.spawn(body());
+    std::thread t([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        s.set();
+    });
+    EXPECT_EQ(rt.block_on([](aspen::join_handle<int> h) -> aspen::task<int> { co_return co_await h; }(std::move(h))),
+              7);
+    t.join();
+    // Polled when awaited and after the wake, not in between.
+    EXPECT_LE(polls.load(), 3);
+    EXPECT_GE(polls.load(), 1);
+}
+
+TEST(PollFn, WakeAfterTaskFinishedIsNoop) {
+    aspen::runtime rt(workers(2));
+    aspen::waker kept;
+    auto body = [&]() -> aspen::task<int> {
+        co_return co_await aspen::poll_fn([&](aspen::context& cx) -> aspen::poll<int> {
+            kept = cx.waker();
+            return aspen::ready(1);
+        });
+    };
+    EXPECT_EQ(rt.block_on(body()), 1);
+    aspen::waker copy = kept;
+    copy.wake();
+    kept.wake_by_ref();
+    kept.wake();
+    EXPECT_FALSE(static_cast<bool>(kept));
+}
+
+TEST(PollFn, ExceptionInPollReachesAwaiter) {
+    aspen::runtime rt(workers(1));
+    auto body = []() -> aspen::task<bool> {
+        try {
+            co_await aspen::poll_fn([](aspen::context&) -> aspen::poll<int> { throw std::runtime_error("x"); });
+        } catch (const std::runtime_error&) {
+            co_return true;
+        }
+        co_return false;
+    };
+    EXPECT_TRUE(rt.block_on(body()));
+}
+
+TEST(PollFn, OutsideTaskThrows) {
+    auto a = aspen::poll_fn([](aspen::context&) -> aspen::poll<int> { return aspen::ready(1); });
+    EXPECT_THROW(a.await_ready(), std::logic_error);
+}
+
+// ---- current_thread_runtime ------------------------------------------------------------
+TEST(CurrentThread, RunsEverythingOnCallingThread) {
+    aspen::current_thread_runtime rt;
+    auto me = std::this_thread::get_id();
+    auto body = [me]() -> aspen::task<int> {
+        std::vector<aspen::join_handle<bool>> hs;
+        for (int i = 0; i < 100; ++i)
+            hs.push_back(aspen::spawn([](std::thread::id me) -> aspen::task<bool> {
+                co_await aspen::yield_now();
+                co_return std::this_thread::get_id() == me;
+            }(me)));
+        int same = 0;
+        for (auto& h : hs) same += co_await h;
+        co_return same;
+    };
+    EXPECT_EQ(rt.block_on(body()), 100);
+    EXPECT_EQ(rt.block_on(nested(100'000)), 100'000);
+}
+
+TEST(CurrentThread, ForeignWake) {
+    aspen::current_thread_runtime rt;
+    slot s;
+    std::thread t([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        s.set();
+    });
+    auto body = [&]() -> aspen::task<int> { co_return co_await aspen::poll_fn([&](aspen::context& cx) { return s.poll(cx); }); };
+    EXPECT_EQ(rt.block_on(body()), 7);
+    t.join();
+}
+
+// ---- shutdown ---------------------------------------------------------------------------
+struct counted {
+    std::atomic<long>* n;
+    explicit counted(std::atomic<long>* p) : n(p) {}
+    counted(counted&& o) noexcept : n(std::exchange(o.n, nullptr)) {}
+    ~counted() {
+        if (n) n->fetch_add(1);
+    }
+};
+
+TEST(Shutdown, DestroysPendingTasksRunningDestructors) {
+#ifdef ASPEN_SANITIZED
+    constexpr long n = 100'000;
+#else
+    constexpr long n = 1'000'000;
+#endif
+    std::atomic<long> destroyed{0};
+    slot never;
+    {
+        aspen::runtime rt(workers(2));
+        // Half wait forever on a waker nobody fires, half never get to run.
+        auto waiter = [&](counted c) -> aspen::task<void> {
+            (void)c;
+            co_await aspen::poll_fn([&](aspen::context&) -> aspen::poll<int> { return aspen::pending; });
+        };
+        auto spawner = [&]() -> aspen::task<void> {
+            for (long i = 0; i < n / 2; ++i) aspen::spawn(waiter(counted(&destroyed))).detach();
+            co_return;
+        };
+        rt.block_on(spawner());
+        std::vector<aspen::join_handle<void>> queued;
+        for (long i = 0; i < n / 2; ++i) queued.push_back(rt.spawn(waiter(counted(&destroyed))));
+        rt.shutdown();
+        EXPECT_EQ(rt.metrics().tasks_alive, 0u);
+        for (auto& h : queued) EXPECT_TRUE(h.is_finished());
+    }
+    EXPECT_EQ(destroyed.load(), n);
+}
+
+TEST(Shutdown, CurrentThreadDestroysPending) {
+    std::atomic<long> destroyed{0};
+    {
+        aspen::current_thread_runtime rt;
+        auto waiter = [&](counted c) -> aspen::task<void> {
+            (void)c;
+            co_await aspen::poll_fn([&](aspen::context&) -> aspen::poll<int> { return aspen::pending; });
+        };
+        for (int i = 0; i < 1000; ++i) rt.spawn(waiter(counted(&destroyed))).detach();
+        auto some = [&]() -> aspen::task<void> {
+            for (int i = 0; i < 1000; ++i) aspen::spawn(waiter(counted(&destroyed))).detach();
+            co_await aspen::yield_now();
+        };
+        rt.block_on(some());
+    }
+    EXPECT_EQ(destroyed.load(), 2000);
+}
+
+}  // namespace
+
+namespace {
+TEST(PollFn, ExceptionInRepollReachesAwaiter) {
+    aspen::runtime rt(workers(2));
+    slot s;
+    auto body = [&]() -> aspen::task<bool> {
+        try {
+            co_await aspen::poll_fn([&](aspen::context& cx) -> aspen::poll<int> {
+                auto p = s.poll(cx);
+                if (p.is_ready()) throw std::runtime_error("late");
+                return p;
+            });
+        } catch (const std::runtime_error&) {
+            co_return true;
+        }
+        co_return false;
+    };
+    auto h = rt.spawn(body());
+    std::thread t([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        s.set();
+    });
+    EXPECT_TRUE(rt.block_on([](aspen::join_handle<bool> h) -> aspen::task<bool> { co_return co_await h; }(std::move(h))));
+    t.join();
+}
+}  // namespace

@@ -1,0 +1,68 @@
+// Helpers shared by the tests: a one-shot signal awaited through poll_fn and
+// fired from anywhere, and a watchdog that fails a test instead of hanging.
+#pragma once
+
+#include <aspen/aspen.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+
+namespace aspen_test {
+
+// Set once, awaited by one task at a time; reset() re-arms it.
+class signal {
+public:
+    void set() {
+        // release: the waiter that sees the flag sees what came before.
+        ready_.store(true, std::memory_order_release);
+        aspen::waker w;
+        {
+            std::lock_guard lock(mutex_);
+            w = std::move(waker_);
+        }
+        w.wake();
+    }
+    void reset() { ready_.store(false, std::memory_order_relaxed); }
+    bool is_set() const { return ready_.load(std::memory_order_acquire); }
+
+    auto wait() {
+        return aspen::poll_fn([this](aspen::context& cx) -> aspen::poll<bool> {
+            if (is_set()) return aspen::ready(true);
+            std::lock_guard lock(mutex_);
+            waker_ = cx.waker();
+            // Re-check under the lock: a set() between the first check and
+            // storing the waker must not be lost.
+            if (is_set()) return aspen::ready(true);
+            return aspen::pending;
+        });
+    }
+
+private:
+    std::atomic<bool> ready_{false};
+    std::mutex mutex_;
+    aspen::waker waker_;
+};
+
+// Runs fn on a thread; if it has not returned after `limit`, prints what
+// and ends the process with a failure (a hung runtime cannot be torn down).
+inline void within(std::chrono::seconds limit, const char* what, std::function<void()> fn) {
+    std::packaged_task<void()> job(std::move(fn));
+    auto done = job.get_future();
+    std::thread runner(std::move(job));
+    if (done.wait_for(limit) != std::future_status::ready) {
+        std::fprintf(stderr, "watchdog: %s did not finish within %llds: hang (lost wakeup or starvation)\n", what,
+                     static_cast<long long>(limit.count()));
+        std::fflush(stderr);
+        std::_Exit(3);
+    }
+    runner.join();
+    done.get();  // rethrows a failure from fn
+}
+
+}  // namespace aspen_test
