@@ -10,7 +10,9 @@
 
 #include <oneapi/tbb/task_arena.h>
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 namespace bench {
@@ -55,5 +57,38 @@ inline T opaque(T v) noexcept {
     asm volatile("" : "+r"(v));
     return v;
 }
+
+// A latch a task can await (built on poll_fn and a stored waker): lets a
+// workload wait for detached tasks without keeping a join handle each.
+class countdown {
+public:
+    explicit countdown(std::int64_t n) : left_(n) {}
+
+    void arrive() {
+        if (left_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+        aspen::waker w;
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            done_ = true;
+            w = std::move(waiter_);
+        }
+        w.wake();  // our own reference: *this may already be gone
+    }
+
+    auto wait() {
+        return aspen::poll_fn([this](aspen::context& cx) -> aspen::poll<void> {
+            std::lock_guard<std::mutex> lock(m_);
+            if (done_) return aspen::ready();
+            waiter_ = cx.waker();
+            return aspen::pending;
+        });
+    }
+
+private:
+    std::atomic<std::int64_t> left_;
+    std::mutex m_;
+    bool done_ = false;
+    aspen::waker waiter_;
+};
 
 }  // namespace bench

@@ -6,7 +6,6 @@
 #include <oneapi/tbb/task_group.h>
 
 #include <atomic>
-#include <mutex>
 #include <string>
 
 namespace bench {
@@ -14,38 +13,6 @@ namespace {
 
 constexpr int chains = 1000;
 constexpr int chain_length = 1000;
-
-// A latch a task can await: built on poll_fn and a stored waker.
-class countdown {
-public:
-    explicit countdown(std::int64_t n) : left_(n) {}
-
-    void arrive() {
-        if (left_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-        aspen::waker w;
-        {
-            std::lock_guard<std::mutex> lock(m_);
-            done_ = true;
-            w = std::move(waiter_);
-        }
-        w.wake();  // our own reference: *this may already be gone
-    }
-
-    auto wait() {
-        return aspen::poll_fn([this](aspen::context& cx) -> aspen::poll<void> {
-            std::lock_guard<std::mutex> lock(m_);
-            if (done_) return aspen::ready();
-            waiter_ = cx.waker();
-            return aspen::pending;
-        });
-    }
-
-private:
-    std::atomic<std::int64_t> left_;
-    std::mutex m_;
-    bool done_ = false;
-    aspen::waker waiter_;
-};
 
 struct chain_state {
     std::atomic<std::int64_t> ran{0};

@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <random>
 #include <set>
@@ -37,24 +38,37 @@ TEST(Scheduler, NoLostWakeupFromForeignThread) {
 #endif
     for (std::size_t n : {1u, 2u}) {
         aspen::runtime rt(workers(n));
-        std::atomic<signal*> handoff{nullptr};
+        // The waker thread sleeps until a round hands it a signal (it must
+        // not busy-wait: on a loaded 2-core machine that starves the
+        // workers), then fires it after a random short delay.
+        std::mutex m;
+        std::condition_variable cv;
+        signal* handoff = nullptr;
+        bool stop = false;
         std::atomic<int> sets_done{0};
-        std::atomic<bool> stop{false};
         std::thread waker_thread([&] {
             std::mt19937 rng(12345);
-            while (!stop.load(std::memory_order_acquire)) {
-                signal* s = handoff.exchange(nullptr, std::memory_order_acq_rel);
-                if (!s) continue;
+            std::unique_lock lock(m);
+            for (;;) {
+                cv.wait(lock, [&] { return handoff != nullptr || stop; });
+                if (!handoff) return;
+                signal* s = std::exchange(handoff, nullptr);
+                lock.unlock();
                 for (int spin = static_cast<int>(rng() % 2000); spin > 0; --spin) std::atomic_signal_fence(std::memory_order_seq_cst);
                 s->set();
                 sets_done.fetch_add(1, std::memory_order_release);
+                lock.lock();
             }
         });
         auto body = [&]() -> aspen::task<int> {
             int done = 0;
             for (int i = 0; i < rounds; ++i) {
                 signal s;
-                handoff.store(&s, std::memory_order_release);
+                {
+                    std::lock_guard lock(m);
+                    handoff = &s;
+                }
+                cv.notify_one();
                 co_await s.wait();
                 // The waker thread may still be inside s.set(): s must outlive it.
                 while (sets_done.load(std::memory_order_acquire) != i + 1) std::this_thread::yield();
@@ -63,8 +77,12 @@ TEST(Scheduler, NoLostWakeupFromForeignThread) {
             co_return done;
         };
         int done = 0;
-        within(120s, "no-lost-wakeup rounds", [&] { done = rt.block_on(body()); });
-        stop.store(true, std::memory_order_release);
+        within(300s, "no-lost-wakeup rounds", [&] { done = rt.block_on(body()); });
+        {
+            std::lock_guard lock(m);
+            stop = true;
+        }
+        cv.notify_one();
         waker_thread.join();
         EXPECT_EQ(done, rounds);
     }
@@ -250,6 +268,53 @@ TEST(Scheduler, OverflowMovesHalfToInjector) {
     // Each overflow moves half the ring (2) plus the new task in one batch.
     EXPECT_EQ(t.overflow_tasks, 3 * t.overflows);
     EXPECT_GT(t.injector_pops, 0u);
+}
+
+}  // namespace
+
+namespace {
+
+// A task that never waits but spends budget yields every coop_budget
+// operations, so another task on the same (single) worker gets to run.
+TEST(Scheduler, CoopBudgetMakesABusyTaskYield) {
+    aspen::config c = workers(1);
+    c.coop_budget = 16;
+    aspen::runtime rt(c);
+    std::atomic<bool> stop{false};
+    auto busy = [&]() -> aspen::task<long> {
+        long ops = 0;
+        while (!stop.load()) {
+            co_await aspen::consume_budget();
+            ++ops;
+        }
+        co_return ops;
+    };
+    auto body = [&]() -> aspen::task<long> {
+        auto b = aspen::spawn(busy());
+        co_await aspen::yield_now();  // let busy start and take the worker
+        stop.store(true);             // only runs once busy yielded
+        co_return co_await b;
+    };
+    long ops = 0;
+    within(60s, "busy task with a coop budget", [&] { ops = rt.block_on(body()); });
+    // busy ran until its budget was spent, at least once.
+    EXPECT_GE(ops, 16);
+}
+
+TEST(Scheduler, ConsumeBudgetYieldsEveryBudget) {
+    aspen::config c = workers(1);
+    c.coop_budget = 10;
+    aspen::runtime rt(c);
+    auto body = []() -> aspen::task<void> {
+        for (int i = 0; i < 1000; ++i) co_await aspen::consume_budget();
+    };
+    auto before = rt.metrics().total().polls;
+    rt.block_on(body());
+    auto polls = rt.metrics().total().polls - before;
+    // 1000 operations at 10 per poll: 100 polls (the first plus 99 yields),
+    // give or take the first poll's budget.
+    EXPECT_GE(polls, 100u);
+    EXPECT_LE(polls, 102u);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <aspen/config.hpp>
+#include <aspen/coop.hpp>
 #include <aspen/current_thread_runtime.hpp>
 #include <aspen/errors.hpp>
 #include <aspen/join_handle.hpp>

@@ -27,7 +27,12 @@ worker_metrics worker_counters::read() const noexcept {
 }
 
 multi_thread_scheduler::worker::worker(multi_thread_scheduler& s, std::size_t i, std::uint32_t capacity)
-    : owner(s), index(i), queue(capacity), rng(0x9E3779B97F4A7C15ull * (i + 1) | 1), batch(capacity / 2 + 1) {}
+    : owner(s),
+      index(i),
+      queue(capacity),
+      rng(0x9E3779B97F4A7C15ull * (i + 1) | 1),
+      ticks_to_injector(s.cfg_.global_queue_interval),
+      batch(capacity / 2 + 1) {}
 
 multi_thread_scheduler::multi_thread_scheduler(const config& cfg)
     : scheduler(cfg, cfg.workers + 1), cfg_(cfg), idle_(cfg.workers) {
@@ -138,7 +143,9 @@ void multi_thread_scheduler::run(worker& w) {
 }
 
 task_header* multi_thread_scheduler::next_task(worker& w) {
-    if (++w.tick % cfg_.global_queue_interval == 0) {
+    // A countdown, not tick % interval: no division on every task.
+    if (--w.ticks_to_injector == 0) {
+        w.ticks_to_injector = cfg_.global_queue_interval;
         if (task_header* t = injector_.pop()) {
             w.counters.injector_pops.add();
             return t;
@@ -251,7 +258,11 @@ void multi_thread_scheduler::shutdown() {
 bool multi_thread_scheduler::drain_queues() {
     bool any = false;
     for (auto& w : workers_) {
-        for (task_header* t = std::exchange(w->next, nullptr); t; t = w->queue.pop()) {
+        if (task_header* t = std::exchange(w->next, nullptr)) {
+            destroy_queued(t);
+            any = true;
+        }
+        while (task_header* t = w->queue.pop()) {
             destroy_queued(t);
             any = true;
         }

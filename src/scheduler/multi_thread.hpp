@@ -69,7 +69,7 @@ private:
         task_header* next = nullptr;  // owner-only: never stolen
         parker park;
         std::uint64_t rng;            // xorshift state, per worker
-        std::uint32_t tick = 0;
+        std::uint32_t ticks_to_injector;  // next injector-first check
         std::uint32_t next_runs = 0;
         bool searching = false;
         std::vector<task_header*> batch;  // injector batch buffer

@@ -90,13 +90,15 @@ enum class poll_outcome { idle, requeue, yield, complete };
 // Polls a task taken from a run queue (the caller holds the queue's ref).
 poll_outcome poll_task(task_header* t) noexcept;
 
-// Per-thread scheduling context.
+// Per-thread scheduling context. Constant-initialised and trivially
+// destructible, so access is a plain thread-pointer offset (no init guard).
 struct thread_context {
     scheduler* sched = nullptr;   // runtime this thread works for
     void* worker = nullptr;       // the scheduler's per-thread state
     task_header* current = nullptr;
     std::uint32_t budget = 0;     // coop budget left in this poll
 };
-thread_context& tls() noexcept;
+inline thread_local thread_context tls_context{};
+inline thread_context& tls() noexcept { return tls_context; }
 
 }  // namespace aspen::detail

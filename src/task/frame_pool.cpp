@@ -12,6 +12,8 @@
 #include <aspen/detail/task_header.hpp>
 
 #include <cstddef>
+#include <cstdint>
+#include <utility>
 #include <new>
 
 namespace aspen::detail {
@@ -25,20 +27,31 @@ struct free_block {
     free_block* next;
 };
 
+// Plain data, constant-initialised: every access is a thread-pointer offset,
+// with no init guard on the hot path. The cleanup object that frees the
+// hoard at thread exit is created on the first free only.
 struct frame_pool {
-    free_block* heads[num_classes] = {};
-    std::size_t counts[num_classes] = {};
+    free_block* heads[num_classes];
+    std::uint32_t counts[num_classes];
+    bool cleanup_armed;
+    bool torn_down;  // thread exiting: frees bypass the pool
+};
+thread_local frame_pool pool{};
 
-    ~frame_pool() {
-        for (auto*& head : heads) {
+struct pool_cleanup {
+    ~pool_cleanup() {
+        for (auto*& head : pool.heads) {
             while (head) ::operator delete(std::exchange(head, head->next));
         }
-        torn_down = true;
+        pool.torn_down = true;
     }
-    static thread_local bool torn_down;  // frees after thread exit bypass the pool
 };
-thread_local bool frame_pool::torn_down = false;
-thread_local frame_pool pool;
+
+void arm_cleanup() {
+    thread_local pool_cleanup cleanup;
+    (void)cleanup;
+    pool.cleanup_armed = true;
+}
 
 #ifdef ASPEN_NO_FRAME_POOL
 constexpr bool use_pool = false;
@@ -50,7 +63,7 @@ std::size_t class_of(std::size_t bytes) noexcept { return (bytes + granule - 1) 
 
 void* raw_allocate(std::size_t bytes) {
     std::size_t c = class_of(bytes);
-    if (use_pool && c < num_classes && !frame_pool::torn_down) {
+    if (use_pool && c < num_classes && !pool.torn_down) {
         if (free_block* b = pool.heads[c]) {
             pool.heads[c] = b->next;
             --pool.counts[c];
@@ -63,7 +76,8 @@ void* raw_allocate(std::size_t bytes) {
 
 void raw_free(void* p, std::size_t bytes) noexcept {
     std::size_t c = class_of(bytes);
-    if (use_pool && c < num_classes && !frame_pool::torn_down && pool.counts[c] < max_cached_per_class) {
+    if (use_pool && c < num_classes && !pool.torn_down && pool.counts[c] < max_cached_per_class) {
+        if (!pool.cleanup_armed) arm_cleanup();
         pool.heads[c] = new (p) free_block{pool.heads[c]};
         ++pool.counts[c];
         return;

@@ -20,7 +20,6 @@ void free_task_memory(task_header* t) noexcept;  // frame_pool.cpp
 
 namespace {
 
-thread_local thread_context context_;
 
 std::uint64_t refs(std::uint64_t s) noexcept { return s >> state::ref_shift; }
 
@@ -139,27 +138,26 @@ void complete(task_header* t) noexcept {
 // point (running every local's destructor), then complete.
 void cancel_running(task_header* t) noexcept {
     t->frame_destroyed = true;
-    task_header* saved = context_.current;
-    context_.current = nullptr;
+    task_header* saved = tls_context.current;
+    tls_context.current = nullptr;
     std::coroutine_handle<>::from_address(t->frame()).destroy();
-    context_.current = saved;
+    tls_context.current = saved;
     complete(t);
 }
 
 }  // namespace
 
-thread_context& tls() noexcept { return context_; }
-task_header* current_task() noexcept { return context_.current; }
-scheduler* current_scheduler() noexcept { return context_.sched; }
+task_header* current_task() noexcept { return tls_context.current; }
+scheduler* current_scheduler() noexcept { return tls_context.sched; }
 
 task_header& require_current_task(const char* what) {
-    if (!context_.current)
+    if (!tls_context.current)
         throw std::logic_error(std::string(what) + ": awaited outside a task running on an aspen runtime");
-    return *context_.current;
+    return *tls_context.current;
 }
 
 void suspend_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept {
-    task_header* t = context_.current;
+    task_header* t = tls_context.current;
     t->resume_point = h;
     t->leaf = leaf;
     t->leaf_poll = poll;
@@ -171,8 +169,14 @@ bool poll_leaf_now(task_header& t, void* leaf, leaf_poll_fn poll) {
     return poll(leaf, cx);
 }
 
+bool coop_try_consume() noexcept {
+    if (tls_context.budget == 0) return false;
+    --tls_context.budget;
+    return true;
+}
+
 void yield_current(std::coroutine_handle<> h) noexcept {
-    task_header* t = context_.current;
+    task_header* t = tls_context.current;
     suspend_on_leaf(h, nullptr, nullptr);
     t->yield_requested = true;
     waker_wake_by_ref(t);  // RUNNING: sets NOTIFIED, re-queued after the poll
@@ -350,13 +354,13 @@ bool start_poll(task_header* t) noexcept {
 // task's poll like an ordinary one, then let its joiner register its join
 // waker (or be re-queued at once if the child already completed).
 void unwind_inlined(task_header* bottom) noexcept {
-    while (context_.current != bottom) {
-        task_header* child = context_.current;
+    while (tls_context.current != bottom) {
+        task_header* child = tls_context.current;
         task_header* joiner = std::exchange(child->inline_parent, nullptr);
         poll_outcome o = finish_poll(child);
         if (o == poll_outcome::requeue || o == poll_outcome::yield)
             child->sched->schedule(child, o == poll_outcome::yield ? schedule_kind::yield : schedule_kind::requeue);
-        context_.current = joiner;
+        tls_context.current = joiner;
         // The joiner is RUNNING: a ready leaf just marks it NOTIFIED, so it is
         // re-queued when its own poll finishes.
         if (poll_leaf_now(*joiner, joiner->leaf, joiner->leaf_poll)) waker_wake_by_ref(joiner);
@@ -373,7 +377,7 @@ std::coroutine_handle<> on_root_final(task_header* t) noexcept {
     }
     // Inlined by a joiner: complete now and continue the joiner directly.
     complete(t);
-    context_.current = joiner;
+    tls_context.current = joiner;
     joiner->leaf = nullptr;
     joiner->leaf_poll = nullptr;
     return joiner->resume_point;
@@ -381,7 +385,7 @@ std::coroutine_handle<> on_root_final(task_header* t) noexcept {
 
 std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,
                                         task_header* child) noexcept {
-    task_header* joiner = context_.current;
+    task_header* joiner = tls_context.current;
     suspend_on_leaf(h, leaf, poll);
     // Only one of this scheduler's tasks can be in our queue (sched never
     // changes after spawn, so reading it is safe). The child's other fields
@@ -401,14 +405,14 @@ std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, l
         return h;
     }
     child->inline_parent = joiner;
-    context_.current = child;
+    tls_context.current = child;
     return child->resume_point;
 }
 
 poll_outcome poll_task(task_header* t) noexcept {
     if (!start_poll(t)) return poll_outcome::complete;
-    context_.current = t;
-    context_.budget = t->sched->coop_budget();
+    tls_context.current = t;
+    tls_context.budget = t->sched->coop_budget();
     bool resume = true;
     if (t->leaf_poll) {
         borrowed_waker bw(t);
@@ -421,7 +425,7 @@ poll_outcome poll_task(task_header* t) noexcept {
         t->resume_point.resume();
         unwind_inlined(t);
     }
-    context_.current = nullptr;
+    tls_context.current = nullptr;
     if (t->root_done) {
         complete(t);
         return poll_outcome::complete;
