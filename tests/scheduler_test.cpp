@@ -22,11 +22,7 @@ using namespace std::chrono_literals;
 using aspen_test::signal;
 using aspen_test::within;
 
-aspen::config workers(std::size_t n) {
-    aspen::config c;
-    c.workers = n;
-    return c;
-}
+using aspen_test::workers;
 
 // A task parks on a waker that another thread fires at a random moment:
 // before the poll returns pending, just after, or long after.

@@ -1,5 +1,7 @@
 // task<T>, spawn, join_handle, exceptions, abort, misuse and config errors,
 // on both runtimes.
+#include "test_util.hpp"
+
 #include <aspen/aspen.hpp>
 
 #include <gtest/gtest.h>
@@ -12,11 +14,7 @@
 
 namespace {
 
-aspen::config workers(std::size_t n) {
-    aspen::config c;
-    c.workers = n;
-    return c;
-}
+using aspen_test::workers;
 
 aspen::task<int> answer() { co_return 42; }
 aspen::task<int> add(int a, int b) { co_return co_await answer() - 42 + a + b; }

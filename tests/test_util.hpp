@@ -15,6 +15,13 @@
 
 namespace aspen_test {
 
+// A config with n workers and every other field at its default.
+inline aspen::config workers(std::size_t n) {
+    aspen::config c;
+    c.workers = n;
+    return c;
+}
+
 // Set once, awaited by one task at a time; reset() re-arms it.
 class signal {
 public:

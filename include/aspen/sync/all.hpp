@@ -1,0 +1,10 @@
+// Every sync primitive and channel at once: mutex, semaphore, notify,
+// oneshot_channel, mpsc_channel / unbounded_channel. Each header documents
+// its semantics and its cancel safety at its top.
+#pragma once
+
+#include <aspen/sync/mpsc.hpp>
+#include <aspen/sync/mutex.hpp>
+#include <aspen/sync/notify.hpp>
+#include <aspen/sync/oneshot.hpp>
+#include <aspen/sync/semaphore.hpp>

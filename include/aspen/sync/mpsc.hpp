@@ -1,0 +1,493 @@
+// aspen::mpsc_channel<T>(capacity) and aspen::unbounded_channel<T>():
+// multi-producer, single-consumer FIFO channels.
+//
+//   auto [tx, rx] = aspen::mpsc_channel<int>(16);
+//   auto tx2 = tx;                                     // senders are copyable
+//   std::optional<int> back = co_await tx.send(1);     // waits while full
+//   if (back) { /* the receiver is gone: the value came back, unsent */ }
+//   std::optional<int> rest = tx.try_send(2);          // never waits
+//   while (std::optional<int> v = co_await rx.recv()) { ... }
+//   // nullopt: every sender is gone (or rx.close() was called) and the
+//   // buffer is drained: end of stream.
+//
+//   auto [utx, urx] = aspen::unbounded_channel<int>();
+//   std::optional<int> back2 = utx.send(3);            // never waits; not an await
+//
+// Order: messages from one sender arrive in the order it sent them. Senders
+// that wait for room are served FIFO (in the order they started waiting), and
+// a sender does not overtake senders already waiting (try_send fails while
+// anyone waits). The number of live senders is tracked: copying adds one,
+// destroying (or moving from and then assigning) removes one.
+//
+// Closing: rx.close() or destroying the receiver closes the channel: every
+// send, waiting or new, then returns its value back. close() keeps the
+// buffered messages receivable; destroying the receiver destroys them.
+// tx.is_closed() tells whether the channel is closed.
+//
+// Cancel safety (as Tokio documents for its mpsc):
+// * `co_await tx.send(v)` is cancel-safe in the sense that a send is never
+//   half done: the value is moved into the channel only inside the poll that
+//   completes the await. If the sending task is aborted while it waits (or
+//   the awaitable is destroyed unawaited), the value was NOT sent; it is
+//   destroyed with the awaitable, and the place in the queue is given up.
+//   A room that was reserved for it (granted while it waited but before it
+//   resumed) is passed on to the next waiting sender. Use try_send, or await
+//   send in a task that is not aborted, to keep the value in every case.
+// * `co_await rx.recv()` is cancel-safe: if the receiving task is aborted,
+//   no message is lost. A message is taken from the buffer only by the poll
+//   that completes the await (and the coroutine resumes with it right away);
+//   should the awaitable be destroyed holding one that was not handed out,
+//   the message goes back to the front of the buffer.
+//
+// Note: end of stream waits for every sender copy, including one held as a
+// coroutine parameter: parameters live as long as the task's frame, which for
+// a spawned task is until its join_handle is gone. A producer task should move
+// its sender parameter into a local (`auto tx = std::move(tx_arg);`), which
+// is destroyed when the body ends.
+//
+// Rules: a send/recv awaitable must not outlive the sender/receiver it came
+// from; one recv at a time per receiver. Senders, the receiver and the values
+// may live on any thread. T must be move-constructible. capacity must be >= 1
+// (std::invalid_argument otherwise).
+#pragma once
+
+#include <aspen/poll.hpp>
+#include <aspen/sync/waiter_list.hpp>
+#include <aspen/waker.hpp>
+
+#include <cstddef>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace aspen {
+
+namespace detail::sync {
+
+struct send_node : waiter_node {
+    aspen::waker waker;
+    bool granted = false;  // a room was reserved for this sender
+};
+
+template <class T>
+struct chan {
+    explicit chan(std::size_t cap) : capacity(cap) {}
+
+    std::mutex lock;
+    std::deque<T> buffer;
+    const std::size_t capacity;  // max() for unbounded
+    std::size_t reserved = 0;    // rooms granted to waiting senders that have not pushed yet
+    std::size_t senders = 1;
+    bool closed = false;  // receiver closed or gone: sends give the value back
+    aspen::waker receiver_waker;
+    waiter_list send_waiters;
+
+    bool has_room_locked() const noexcept { return buffer.size() + reserved < capacity; }
+
+    // A room may have freed up: reserve it for the first waiting sender.
+    void grant_locked(aspen::waker& wake) noexcept {
+        if (closed || !has_room_locked()) return;
+        if (auto* n = static_cast<send_node*>(send_waiters.pop_front())) {
+            n->granted = true;
+            ++reserved;
+            wake = std::move(n->waker);
+        }
+    }
+
+    // Pushes a message; the receiver's waker goes to `wake`.
+    void push_locked(T&& v, aspen::waker& wake) {
+        buffer.push_back(std::move(v));
+        wake = std::move(receiver_waker);
+    }
+
+    // rx.close() / receiver drop: senders waiting now all get their value back.
+    void close(bool drop_buffer) noexcept {
+        std::deque<T> dropped;  // destroyed after the lock is released
+        waker_batch wake;
+        std::unique_lock g(lock);
+        closed = true;
+        if (drop_buffer) dropped.swap(buffer);
+        while (auto* n = static_cast<send_node*>(send_waiters.pop_front())) {
+            wake.push(std::move(n->waker));
+            if (wake.full()) {
+                g.unlock();
+                wake.wake_all();
+                g.lock();
+            }
+        }
+    }
+
+    void add_sender() {
+        std::lock_guard g(lock);
+        ++senders;
+    }
+    void drop_sender() noexcept {
+        aspen::waker w;
+        {
+            std::lock_guard g(lock);
+            if (--senders == 0) w = std::move(receiver_waker);  // end of stream
+        }
+        w.wake();
+    }
+    bool is_closed() {
+        std::lock_guard g(lock);
+        return closed;
+    }
+};
+
+// Shared by the bounded and the unbounded sender: the count of live senders.
+template <class T>
+class sender_base {
+public:
+    sender_base() noexcept = default;
+    sender_base(const sender_base& other) : c_(other.c_) {
+        if (c_) c_->add_sender();
+    }
+    sender_base(sender_base&& other) noexcept : c_(std::move(other.c_)) {}
+    sender_base& operator=(const sender_base& other) {
+        if (this != &other) {
+            sender_base copy(other);
+            *this = std::move(copy);
+        }
+        return *this;
+    }
+    sender_base& operator=(sender_base&& other) noexcept {
+        if (this != &other) {
+            drop();
+            c_ = std::move(other.c_);
+        }
+        return *this;
+    }
+    ~sender_base() { drop(); }
+
+    // True when the receiver closed the channel or is gone.
+    bool is_closed() const { return !c_ || c_->is_closed(); }
+    bool valid() const noexcept { return c_ != nullptr; }
+
+protected:
+    explicit sender_base(std::shared_ptr<chan<T>> c) noexcept : c_(std::move(c)) {}
+    chan<T>& checked(const char* what) const {
+        if (!c_) throw std::logic_error(std::string(what) + ": the sender is empty (moved-from)");
+        return *c_;
+    }
+    std::shared_ptr<chan<T>> c_;
+
+private:
+    void drop() noexcept {
+        if (c_) {
+            c_->drop_sender();
+            c_.reset();
+        }
+    }
+};
+
+}  // namespace detail::sync
+
+template <class T>
+class mpsc_sender;
+template <class T>
+class unbounded_sender;
+template <class T>
+class mpsc_receiver;
+template <class T>
+using unbounded_receiver = mpsc_receiver<T>;
+template <class T>
+std::pair<mpsc_sender<T>, mpsc_receiver<T>> mpsc_channel(std::size_t capacity);
+template <class T>
+std::pair<unbounded_sender<T>, mpsc_receiver<T>> unbounded_channel();
+
+// What mpsc_sender::send(v) returns; `co_await` it for std::optional<T>:
+// nullopt when sent, the value back when the channel is closed.
+template <class T>
+class [[nodiscard]] mpsc_send_awaitable : public detail::sync::leaf_awaitable<mpsc_send_awaitable<T>> {
+public:
+    static constexpr const char* awaited_what = "aspen::mpsc_sender::send";
+
+    mpsc_send_awaitable(detail::sync::chan<T>* c, T v) : c_(c), value_(std::move(v)) {}
+    ~mpsc_send_awaitable() {
+        if (phase_ != phase::waiting) return;
+        aspen::waker w;
+        {
+            std::lock_guard g(c_->lock);
+            if (node_.granted) {
+                --c_->reserved;  // reserved but never used: pass the room on
+                c_->grant_locked(w);
+            } else if (node_.linked()) {
+                node_.unlink();
+            }
+        }
+        w.wake();
+        // value_ (unsent) is destroyed after this, outside the lock.
+    }
+    std::optional<T> await_resume() {
+        this->rethrow_if_error();
+        phase_ = phase::done;
+        return std::move(value_);
+    }
+
+private:
+    friend class detail::sync::leaf_awaitable<mpsc_send_awaitable>;
+    enum class phase : unsigned char { init, waiting, ready, done };  // owner-only
+
+    bool poll(aspen::context& cx) {
+        aspen::waker w;
+        {
+            std::lock_guard g(c_->lock);
+            switch (phase_) {
+                case phase::init:
+                    if (c_->closed) {
+                        phase_ = phase::ready;  // value_ comes back
+                        return true;
+                    }
+                    if (c_->send_waiters.empty() && c_->has_room_locked()) {
+                        c_->push_locked(std::move(*value_), w);
+                        value_.reset();
+                        phase_ = phase::ready;
+                        break;
+                    }
+                    node_.waker = cx.waker();
+                    c_->send_waiters.push_back(&node_);
+                    phase_ = phase::waiting;
+                    return false;
+                case phase::waiting:
+                    if (node_.granted) {
+                        if (!c_->closed) {
+                            c_->push_locked(std::move(*value_), w);
+                            value_.reset();
+                        }
+                        node_.granted = false;
+                        --c_->reserved;
+                        phase_ = phase::ready;
+                        break;
+                    }
+                    if (c_->closed) {
+                        if (node_.linked()) node_.unlink();
+                        phase_ = phase::ready;
+                        return true;
+                    }
+                    detail::sync::store_waker(node_.waker, cx);
+                    return false;
+                case phase::ready:
+                case phase::done:
+                    throw std::logic_error("aspen::mpsc_sender::send: the awaitable was already awaited");
+            }
+        }
+        w.wake();
+        return true;
+    }
+
+    detail::sync::chan<T>* c_;
+    std::optional<T> value_;
+    detail::sync::send_node node_;
+    phase phase_ = phase::init;
+};
+
+template <class T>
+class mpsc_sender : public detail::sync::sender_base<T> {
+public:
+    mpsc_sender() noexcept = default;
+
+    // co_await tx.send(v) -> std::optional<T> (nullopt: sent).
+    mpsc_send_awaitable<T> send(T v) {
+        return mpsc_send_awaitable<T>(&this->checked("aspen::mpsc_sender::send"), std::move(v));
+    }
+
+    // Sends if there is room now and no sender is waiting; otherwise gives
+    // the value back (is_closed() tells full from closed).
+    [[nodiscard]] std::optional<T> try_send(T v) {
+        auto& c = this->checked("aspen::mpsc_sender::try_send");
+        aspen::waker w;
+        {
+            std::lock_guard g(c.lock);
+            if (c.closed || !c.send_waiters.empty() || !c.has_room_locked()) return std::optional<T>(std::move(v));
+            c.push_locked(std::move(v), w);
+        }
+        w.wake();
+        return std::nullopt;
+    }
+
+    std::size_t capacity() const { return this->checked("aspen::mpsc_sender::capacity").capacity; }
+
+private:
+    friend std::pair<mpsc_sender<T>, mpsc_receiver<T>> mpsc_channel<T>(std::size_t);
+    explicit mpsc_sender(std::shared_ptr<detail::sync::chan<T>> c) noexcept
+        : detail::sync::sender_base<T>(std::move(c)) {}
+};
+
+template <class T>
+class unbounded_sender : public detail::sync::sender_base<T> {
+public:
+    unbounded_sender() noexcept = default;
+
+    // Never waits. nullopt: sent; otherwise the channel is closed and the
+    // value comes back.
+    [[nodiscard]] std::optional<T> send(T v) {
+        auto& c = this->checked("aspen::unbounded_sender::send");
+        aspen::waker w;
+        {
+            std::lock_guard g(c.lock);
+            if (c.closed) return std::optional<T>(std::move(v));
+            c.push_locked(std::move(v), w);
+        }
+        w.wake();
+        return std::nullopt;
+    }
+
+private:
+    friend std::pair<unbounded_sender<T>, mpsc_receiver<T>> unbounded_channel<T>();
+    explicit unbounded_sender(std::shared_ptr<detail::sync::chan<T>> c) noexcept
+        : detail::sync::sender_base<T>(std::move(c)) {}
+};
+
+// What mpsc_receiver::recv() returns; `co_await` it for std::optional<T>:
+// the next message, or nullopt at the end of the stream.
+template <class T>
+class [[nodiscard]] mpsc_recv_awaitable : public detail::sync::leaf_awaitable<mpsc_recv_awaitable<T>> {
+public:
+    static constexpr const char* awaited_what = "aspen::mpsc_receiver::recv";
+
+    explicit mpsc_recv_awaitable(detail::sync::chan<T>* c) noexcept : c_(c) {}
+    ~mpsc_recv_awaitable() {
+        if (phase_ == phase::waiting) {
+            aspen::waker stale;  // ours; dropped after the lock is released
+            std::lock_guard g(c_->lock);
+            stale = std::move(c_->receiver_waker);
+        } else if (phase_ == phase::ready && result_) {
+            // Taken but never handed out: put it back where it was.
+            std::lock_guard g(c_->lock);
+            c_->buffer.push_front(std::move(*result_));
+        }
+    }
+    std::optional<T> await_resume() {
+        this->rethrow_if_error();
+        phase_ = phase::done;
+        return std::move(result_);
+    }
+
+private:
+    friend class detail::sync::leaf_awaitable<mpsc_recv_awaitable>;
+    enum class phase : unsigned char { init, waiting, ready, done };  // owner-only
+
+    bool poll(aspen::context& cx) {
+        if (phase_ == phase::ready || phase_ == phase::done)
+            throw std::logic_error("aspen::mpsc_receiver::recv: the awaitable was already awaited");
+        aspen::waker stale, w;
+        {
+            std::lock_guard g(c_->lock);
+            if (!c_->buffer.empty()) {
+                result_.emplace(std::move(c_->buffer.front()));
+                c_->buffer.pop_front();
+                c_->grant_locked(w);  // a room freed up for a waiting sender
+                if (phase_ == phase::waiting) stale = std::move(c_->receiver_waker);
+                phase_ = phase::ready;
+            } else if (c_->senders == 0 || c_->closed) {
+                if (phase_ == phase::waiting) stale = std::move(c_->receiver_waker);
+                phase_ = phase::ready;  // end of stream: result_ stays empty
+            } else {
+                detail::sync::store_waker(c_->receiver_waker, cx);
+                phase_ = phase::waiting;
+                return false;
+            }
+        }
+        w.wake();
+        return true;
+    }
+
+    detail::sync::chan<T>* c_;
+    std::optional<T> result_;
+    phase phase_ = phase::init;
+};
+
+template <class T>
+class mpsc_receiver {
+public:
+    mpsc_receiver() noexcept = default;
+    mpsc_receiver(mpsc_receiver&&) noexcept = default;
+    mpsc_receiver& operator=(mpsc_receiver&& other) noexcept {
+        if (this != &other) {
+            drop();
+            c_ = std::move(other.c_);
+        }
+        return *this;
+    }
+    ~mpsc_receiver() { drop(); }
+
+    // co_await rx.recv() -> std::optional<T>; nullopt = end of stream.
+    mpsc_recv_awaitable<T> recv() { return mpsc_recv_awaitable<T>(&checked("aspen::mpsc_receiver::recv")); }
+
+    // The next message if one is buffered now.
+    std::optional<T> try_recv() {
+        auto& c = checked("aspen::mpsc_receiver::try_recv");
+        std::optional<T> v;
+        aspen::waker w;
+        {
+            std::lock_guard g(c.lock);
+            if (c.buffer.empty()) return v;
+            v.emplace(std::move(c.buffer.front()));
+            c.buffer.pop_front();
+            c.grant_locked(w);
+        }
+        w.wake();
+        return v;
+    }
+
+    // Closes the channel for sending; buffered messages stay receivable and
+    // recv() ends the stream once they are drained.
+    void close() { checked("aspen::mpsc_receiver::close").close(false); }
+
+    // Snapshots, for diagnostics and tests.
+    std::size_t size() const {
+        auto& c = checked("aspen::mpsc_receiver::size");
+        std::lock_guard g(c.lock);
+        return c.buffer.size();
+    }
+    std::size_t sender_count() const {
+        auto& c = checked("aspen::mpsc_receiver::sender_count");
+        std::lock_guard g(c.lock);
+        return c.senders;
+    }
+    std::size_t waiting_senders() const {
+        auto& c = checked("aspen::mpsc_receiver::waiting_senders");
+        std::lock_guard g(c.lock);
+        return c.send_waiters.size();
+    }
+    bool valid() const noexcept { return c_ != nullptr; }
+
+private:
+    friend std::pair<mpsc_sender<T>, mpsc_receiver<T>> mpsc_channel<T>(std::size_t);
+    friend std::pair<unbounded_sender<T>, mpsc_receiver<T>> unbounded_channel<T>();
+    explicit mpsc_receiver(std::shared_ptr<detail::sync::chan<T>> c) noexcept : c_(std::move(c)) {}
+
+    detail::sync::chan<T>& checked(const char* what) const {
+        if (!c_) throw std::logic_error(std::string(what) + ": the receiver is empty (moved-from)");
+        return *c_;
+    }
+    void drop() noexcept {
+        if (c_) {
+            c_->close(true);
+            c_.reset();
+        }
+    }
+
+    std::shared_ptr<detail::sync::chan<T>> c_;
+};
+
+template <class T>
+std::pair<mpsc_sender<T>, mpsc_receiver<T>> mpsc_channel(std::size_t capacity) {
+    if (capacity == 0) throw std::invalid_argument("aspen::mpsc_channel: capacity must be at least 1");
+    auto c = std::make_shared<detail::sync::chan<T>>(capacity);
+    return {mpsc_sender<T>(c), mpsc_receiver<T>(c)};
+}
+
+template <class T>
+std::pair<unbounded_sender<T>, mpsc_receiver<T>> unbounded_channel() {
+    auto c = std::make_shared<detail::sync::chan<T>>(std::numeric_limits<std::size_t>::max());
+    return {unbounded_sender<T>(c), mpsc_receiver<T>(c)};
+}
+
+}  // namespace aspen
