@@ -89,11 +89,10 @@ aspen::task<std::vector<int>> drain(aspen::mpsc_receiver<int>* rx) {
     co_return got;
 }
 
-// A coroutine parameter lives until the task's frame is destroyed (for a
-// spawned task: when its join_handle goes), so producers move their sender
-// into a local, which is gone when the body ends: end of stream is not delayed.
-aspen::task<void> send_range(aspen::mpsc_sender<int> tx_arg, int from, int to) {
-    auto tx = std::move(tx_arg);
+// Producers take their sender by parameter: a spawned task's frame (its
+// parameters included) is destroyed as soon as it finishes, so the receiver
+// sees end of stream without waiting for the producers' handles to go.
+aspen::task<void> send_range(aspen::mpsc_sender<int> tx, int from, int to) {
     for (int i = from; i < to; ++i) {
         auto back = co_await tx.send(i);
         if (back) throw std::runtime_error("unexpected: closed");

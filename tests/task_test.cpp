@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -508,5 +510,45 @@ TEST(PollFn, ExceptionInRepollReachesAwaiter) {
     });
     EXPECT_TRUE(rt.block_on([](aspen::join_handle<bool> h) -> aspen::task<bool> { co_return co_await h; }(std::move(h))));
     t.join();
+}
+}  // namespace
+
+namespace {
+// A spawned task's parameters (and everything else in its frame) are
+// released when it finishes, not when its join handle goes: a task that
+// holds a resource by parameter gives it back as soon as it is done.
+TEST(Task, ParametersReleasedAtCompletionWhileHandleLives) {
+    std::atomic<long> destroyed{0};
+    aspen::runtime rt(workers(2));
+    auto body = [&]() -> aspen::task<bool> {
+        auto h = aspen::spawn([](counted c) -> aspen::task<int> {
+            (void)c;
+            co_return 5;
+        }(counted(&destroyed)));
+        while (!h.is_finished()) co_await aspen::yield_now();
+        bool released_before_join = destroyed.load() == 1;
+        int v = co_await h;
+        co_return released_before_join && v == 5;
+    };
+    EXPECT_TRUE(rt.block_on(body()));
+    EXPECT_EQ(destroyed.load(), 1);
+}
+
+// Results move out of the frame into the task's result slot; a move-only
+// result and a large one come back intact.
+TEST(Task, ResultsSurviveTheFrame) {
+    aspen::runtime rt(workers(2));
+    auto body = []() -> aspen::task<bool> {
+        auto a = aspen::spawn([]() -> aspen::task<std::unique_ptr<int>> { co_return std::make_unique<int>(9); }());
+        auto b = aspen::spawn([]() -> aspen::task<std::array<long, 64>> {
+            std::array<long, 64> big{};
+            for (long i = 0; i < 64; ++i) big[static_cast<std::size_t>(i)] = i * i;
+            co_return big;
+        }());
+        auto p = co_await a;
+        auto big = co_await b;
+        co_return *p == 9 && big[63] == 63 * 63;
+    };
+    EXPECT_TRUE(rt.block_on(body()));
 }
 }  // namespace

@@ -9,6 +9,8 @@
 #include <aspen/waker.hpp>
 
 #include <coroutine>
+#include <exception>
+#include <type_traits>
 #include <stdexcept>
 #include <utility>
 
@@ -73,8 +75,9 @@ public:
         check_awaitable();
         awaited_ = true;
         if (detail::is_cancelled_outcome(task_)) throw task_cancelled();
-        auto h = std::coroutine_handle<detail::promise<T>>::from_address(task_->frame());
-        return h.promise().take();
+        if (task_->error) std::rethrow_exception(task_->error);
+        // The frame is gone; the value waits in the result slot.
+        if constexpr (!std::is_void_v<T>) return std::move(*static_cast<T*>(task_->result_slot()));
     }
     detail::task_header* header() const noexcept { return task_; }
 

@@ -5,7 +5,9 @@
 #include <aspen/detail/task_header.hpp>
 
 #include <coroutine>
+#include <cstddef>
 #include <exception>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
@@ -42,10 +44,12 @@ struct promise_base {
             // Symmetric transfer back to the awaiter keeps deep chains of
             // synchronous completions off the stack.
             if (auto c = h.promise().continuation) return c;
-            // A root: its header exists. Copy the exception there so an
-            // unobserved one can be reported without knowing T.
+            // A root: its header exists. Move the outcome out of the frame
+            // (the frame is destroyed at completion): the exception so it
+            // can be reported without knowing T, the value into the slot.
             task_header* t = task_header::of_frame(h.address());
             t->error = h.promise().error;
+            h.promise().store_root_result(t);
             return on_root_final(t);
         }
         void await_resume() const noexcept {}
@@ -57,6 +61,19 @@ template <class T>
 struct promise : promise_base {
     std::optional<T> value;
 
+    // Reserves the result slot a spawned root moves its value into.
+    static void* operator new(std::size_t size) {
+        static_assert(alignof(T) <= alignof(std::max_align_t), "over-aligned task results are not supported");
+        return allocate_frame(size, sizeof(T), alignof(T));
+    }
+    static void operator delete(void* frame) noexcept { deallocate_frame(frame); }
+
+    void store_root_result(task_header* t) noexcept {
+        if (!value) return;
+        ::new (t->result_slot()) T(std::move(*value));
+        t->result_dtor = [](void* p) noexcept { static_cast<T*>(p)->~T(); };
+        value.reset();
+    }
     task<T> get_return_object() noexcept;
     template <class U = T>
         requires std::is_convertible_v<U&&, T>
@@ -71,6 +88,7 @@ struct promise : promise_base {
 
 template <>
 struct promise<void> : promise_base {
+    void store_root_result(task_header*) noexcept {}
     task<void> get_return_object() noexcept;
     void return_void() noexcept {}
     void take() { rethrow_if_error(); }

@@ -87,15 +87,18 @@ void raw_free(void* p, std::size_t bytes) noexcept {
 
 }  // namespace
 
-void* allocate_frame(std::size_t frame_size) {
-    std::size_t total = sizeof(task_header) + frame_size;
+void* allocate_frame(std::size_t frame_size, std::size_t result_size, std::size_t result_align) {
+    std::size_t result_offset = (sizeof(task_header) + frame_size + result_align - 1) / result_align * result_align;
+    std::size_t total = result_offset + result_size;
     void* block = raw_allocate(total);
     auto* header = new (block) task_header;
     header->alloc_size = static_cast<std::uint32_t>(total);
+    header->result_offset = static_cast<std::uint32_t>(result_offset);
     return header->frame();
 }
 
 void free_task_memory(task_header* t) noexcept {
+    if (t->result_dtor) t->result_dtor(t->result_slot());
     std::size_t bytes = t->alloc_size;
     t->~task_header();
     raw_free(t, bytes);

@@ -103,11 +103,18 @@ void report(task_header* t) noexcept {
 // RUNNING is ours; the root finished or the frame was destroyed by cancel.
 // Publishes the outcome, wakes the joiner, drops the life and poll refs.
 void complete(task_header* t) noexcept {
+    // Finished normally: its outcome is in the header and the result slot,
+    // so the frame goes now, releasing the task's parameters and resources
+    // before anyone learns it completed.
+    if (!t->frame_destroyed) {
+        t->frame_destroyed = true;
+        std::coroutine_handle<>::from_address(t->frame()).destroy();
+    }
     // Leave the registry first: once the joiner is woken, the task must no
     // longer count as alive. We hold RUNNING, so no shutdown sweep needs it.
     if (t->registered) t->sched->registry().remove(t);
     t->sched->count_completion();
-    bool report_error = t->error && !t->frame_destroyed;
+    bool report_error = t->error && !t->cancelled_outcome;
     // acq_rel: release publishes the result / frame_destroyed to whoever
     // acquires COMPLETE (joiner, last ref); acquire pairs with a joiner's
     // release of join_waker. When there is nothing left to do with t
@@ -138,6 +145,7 @@ void complete(task_header* t) noexcept {
 // point (running every local's destructor), then complete.
 void cancel_running(task_header* t) noexcept {
     t->frame_destroyed = true;
+    t->cancelled_outcome = true;
     task_header* saved = tls_context.current;
     tls_context.current = nullptr;
     std::coroutine_handle<>::from_address(t->frame()).destroy();
@@ -203,7 +211,7 @@ bool is_complete(const task_header* t) noexcept {
     return t->state.load(std::memory_order_acquire) & state::complete;
 }
 
-bool is_cancelled_outcome(const task_header* t) noexcept { return t->frame_destroyed; }
+bool is_cancelled_outcome(const task_header* t) noexcept { return t->cancelled_outcome; }
 
 void spawn_root(scheduler* s, task_header* t) {
     t->spawned = true;
@@ -277,7 +285,7 @@ void drop_join_handle(task_header* t, bool observed) noexcept {
     // handle clears it, so subtracting it clears the bit: flag and ref go in
     // one RMW.
     std::uint64_t prev = t->state.fetch_sub(state::join_interest + state::ref_one, std::memory_order_acq_rel);
-    if ((prev & state::complete) && !observed && t->error && !t->frame_destroyed) report(t);
+    if ((prev & state::complete) && !observed && t->error && !t->cancelled_outcome) report(t);
     if (refs(prev) == 1) on_last_ref(t);
 }
 

@@ -49,9 +49,11 @@
 // Invariants: RUNNING is held by at most one thread (the CAS that sets it
 // fails for everyone else), so a frame is never resumed concurrently; a
 // task is in at most one run queue (only the idle->NOTIFIED CAS enqueues);
-// COMPLETE is set once and never cleared; the frame is destroyed exactly once
-// (by the thread holding RUNNING when it completes or is cancelled, or by the
-// last reference if it completed and kept its result).
+// COMPLETE is set once and never cleared; the coroutine frame is destroyed
+// exactly once, by the thread holding RUNNING when the task completes or is
+// cancelled (its result, if any, was moved to the result slot first), so a
+// task's parameters and resources are released when it finishes, not when
+// its handle goes; the memory block itself lives until the last reference.
 // Model: spec/task_state.pml (issue 5) follows these names.
 // ---------------------------------------------------------------------------
 #pragma once
@@ -102,16 +104,20 @@ struct alignas(16) task_header {
     task_header* reg_prev = nullptr;    // registry of live tasks (shutdown)
     task_header* reg_next = nullptr;
     std::exception_ptr error;           // a root's exception (copied at completion)
-    std::uint32_t alloc_size = 0;       // bytes of header + frame
+    void (*result_dtor)(void*) = nullptr;  // set while a result lives in the slot
+    std::uint32_t alloc_size = 0;       // bytes of header + frame + result slot
+    std::uint32_t result_offset = 0;    // where the result slot starts
     std::uint16_t reg_shard = 0;
     bool spawned = false;               // root of a spawned task
     bool registered = false;            // in the registry (see registry.hpp)
-    bool frame_destroyed = false;       // coroutine frame already gone
+    bool frame_destroyed = false;       // coroutine frame already gone (done or cancelled)
+    bool cancelled_outcome = false;     // destroyed by abort/shutdown before finishing
     bool releasing = false;             // last ref is freeing the memory
     bool root_done = false;             // set by the root's final_suspend
     bool yield_requested = false;       // re-queue behind all ready work
 
     void* frame() noexcept { return this + 1; }
+    void* result_slot() noexcept { return reinterpret_cast<char*>(this) + result_offset; }
     static task_header* of_frame(void* frame) noexcept {
         return static_cast<task_header*>(frame) - 1;
     }
@@ -121,8 +127,10 @@ static_assert(sizeof(task_header) % alignof(std::max_align_t) == 0,
               "the frame that follows the header must stay max-aligned");
 
 // ---- allocation (src/task/frame_pool.cpp) ----------------------------------
-// Returns the frame address; the header before it is constructed.
-void* allocate_frame(std::size_t frame_size);
+// Returns the frame address; the header before it is constructed. A spawned
+// root moves its result into a slot of result_size bytes after the frame, so
+// its frame (parameters and all) can be destroyed the moment it completes.
+void* allocate_frame(std::size_t frame_size, std::size_t result_size = 0, std::size_t result_align = 1);
 // operator delete of every task frame. Frees at once unless the frame is a
 // spawned task's destroyed early, whose header lives until its last ref.
 void deallocate_frame(void* frame) noexcept;

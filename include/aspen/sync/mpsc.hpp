@@ -39,11 +39,11 @@
 //   should the awaitable be destroyed holding one that was not handed out,
 //   the message goes back to the front of the buffer.
 //
-// Note: end of stream waits for every sender copy, including one held as a
-// coroutine parameter: parameters live as long as the task's frame, which for
-// a spawned task is until its join_handle is gone. A producer task should move
-// its sender parameter into a local (`auto tx = std::move(tx_arg);`), which
-// is destroyed when the body ends.
+// Note: end of stream waits for every sender copy. A sender held as a
+// parameter of a spawned task goes when that task finishes (aspen destroys a
+// finished task's frame at once, whether or not its join_handle is still
+// held); one held as a parameter of a task awaited inline goes when that
+// task's frame does, as for any coroutine.
 //
 // Rules: a send/recv awaitable must not outlive the sender/receiver it came
 // from; one recv at a time per receiver. Senders, the receiver and the values
