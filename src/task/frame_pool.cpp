@@ -106,10 +106,10 @@ void free_task_memory(task_header* t) noexcept {
 
 void deallocate_frame(void* frame) noexcept {
     task_header* t = task_header::of_frame(frame);
-    // A spawned task cancelled early: the frame's locals are gone but the
-    // header must live until its last reference (the join handle reads the
-    // outcome there).
-    if (t->spawned && !t->releasing) return;
+    // A spawned task's frame is destroyed when it completes or is cancelled,
+    // but the block (header, result slot) lives until its last reference:
+    // the join handle reads the outcome there.
+    if (t->spawned) return;
     free_task_memory(t);
 }
 

@@ -6,6 +6,7 @@
 
 #include <aspen/errors.hpp>
 
+#include <cassert>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -20,19 +21,14 @@ void free_task_memory(task_header* t) noexcept;  // frame_pool.cpp
 
 namespace {
 
-
 std::uint64_t refs(std::uint64_t s) noexcept { return s >> state::ref_shift; }
 
-// The last reference is gone: destroy the frame if it still exists (its
-// operator delete then frees the block) or free the block of a frame that
-// cancellation already destroyed.
+// The last reference is gone. The frame went at completion (the life ref
+// is only dropped by complete(), after it destroyed the frame), so only the
+// block with the header and the result slot is left.
 void on_last_ref(task_header* t) noexcept {
-    if (t->frame_destroyed) {
-        free_task_memory(t);
-        return;
-    }
-    t->releasing = true;
-    std::coroutine_handle<>::from_address(t->frame()).destroy();
+    assert(t->frame_destroyed);
+    free_task_memory(t);
 }
 
 // ---- wakers of tasks ---------------------------------------------------------

@@ -112,7 +112,6 @@ struct alignas(16) task_header {
     bool registered = false;            // in the registry (see registry.hpp)
     bool frame_destroyed = false;       // coroutine frame already gone (done or cancelled)
     bool cancelled_outcome = false;     // destroyed by abort/shutdown before finishing
-    bool releasing = false;             // last ref is freeing the memory
     bool root_done = false;             // set by the root's final_suspend
     bool yield_requested = false;       // re-queue behind all ready work
 
@@ -132,7 +131,7 @@ static_assert(sizeof(task_header) % alignof(std::max_align_t) == 0,
 // its frame (parameters and all) can be destroyed the moment it completes.
 void* allocate_frame(std::size_t frame_size, std::size_t result_size = 0, std::size_t result_align = 1);
 // operator delete of every task frame. Frees at once unless the frame is a
-// spawned task's destroyed early, whose header lives until its last ref.
+// spawned task's, whose block lives until its last reference.
 void deallocate_frame(void* frame) noexcept;
 
 // ---- task life (src/task/task_core.cpp) -------------------------------------
