@@ -314,3 +314,39 @@ TEST(Scheduler, ConsumeBudgetYieldsEveryBudget) {
 }
 
 }  // namespace
+
+namespace {
+
+aspen::task<int> ten_children_joined_oldest_first() {
+    std::vector<aspen::join_handle<int>> hs;
+    for (int i = 0; i < 10; ++i) hs.push_back(aspen::spawn([](int i) -> aspen::task<int> { co_return i; }(i)));
+    int sum = 0;
+    for (auto& h : hs) sum += co_await h;  // the oldest first: buried under the others
+    co_return sum;
+}
+
+// Joining a child buried under newer local tasks: the joiner runs the newer
+// ones nested in its own poll (help while waiting) instead of suspending,
+// so on one worker the whole family runs in the root's single poll.
+TEST(Scheduler, JoinerHelpsWithLocalWorkInsteadOfSuspending) {
+    aspen::runtime rt(workers(1));
+    EXPECT_EQ(rt.block_on(ten_children_joined_oldest_first()), 45);
+    auto t = rt.metrics().total();
+    EXPECT_EQ(t.inlined_joins, 10u);
+    EXPECT_EQ(t.polls, 1u);
+}
+
+// Helping spends coop budget: with a budget of 4 the joiner helps with at
+// most 4 other tasks per poll, then suspends and lets the worker run its loop.
+TEST(Scheduler, HelpingIsBoundedByTheCoopBudget) {
+    aspen::config c = workers(1);
+    c.coop_budget = 4;
+    aspen::runtime rt(c);
+    EXPECT_EQ(rt.block_on(ten_children_joined_oldest_first()), 45);
+    auto t = rt.metrics().total();
+    EXPECT_LT(t.inlined_joins, 10u);
+    EXPECT_GT(t.polls, 1u);
+    EXPECT_EQ(t.tasks_completed, 11u);  // every task finished exactly once
+}
+
+}  // namespace

@@ -13,7 +13,8 @@ struct worker_metrics {
     std::uint64_t tasks_spawned = 0;      // spawns made from tasks on this worker
     std::uint64_t tasks_completed = 0;    // tasks that finished (or were cancelled) here
     std::uint64_t next_slot_runs = 0;     // tasks taken from the next slot
-    std::uint64_t inlined_joins = 0;      // joined tasks run nested in their joiner's poll
+    std::uint64_t inlined_joins = 0;      // tasks run nested in a joiner's poll (the joined
+                                          // task itself, or local work it helped with)
     std::uint64_t local_pushes = 0;       // tasks pushed into the local ring
     std::uint64_t overflows = 0;          // times half the ring moved to the injector
     std::uint64_t overflow_tasks = 0;     // tasks moved by those overflows

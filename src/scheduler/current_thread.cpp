@@ -32,13 +32,15 @@ void current_thread_scheduler::count_completion() noexcept {
     else remote_completions_.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool current_thread_scheduler::take_local(task_header* t) noexcept {
+task_header* current_thread_scheduler::take_local(task_header* want) noexcept {
     // The newest entry is at the back of the FIFO; it is ours once we see it
     // there (only the driver touches local_).
-    if (!on_driver() || local_.empty() || local_.back() != t || t->leaf_poll) return false;
+    if (!on_driver() || local_.empty()) return nullptr;
+    task_header* t = local_.back();
+    if ((want && t != want) || t->leaf_poll) return nullptr;
     local_.pop_back();
     counters_.inlined_joins.add();
-    return true;
+    return t;
 }
 
 task_header* current_thread_scheduler::next_task() {

@@ -24,7 +24,7 @@ public:
     void run_until_complete(task_header* t) override;
     void shutdown() override;
     runtime_metrics metrics() const override;
-    bool take_local(task_header* t) noexcept override;
+    task_header* take_local(task_header* want) noexcept override;
     bool on_own_thread() const noexcept override { return on_driver(); }
     void count_completion() noexcept override;
 

@@ -60,20 +60,25 @@ void multi_thread_scheduler::count_completion() noexcept {
     else remote_completions_.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool multi_thread_scheduler::take_local(task_header* t) noexcept {
+task_header* multi_thread_scheduler::take_local(task_header* want) noexcept {
     worker* w = this_worker();
-    if (!w) return false;
-    if (w->next == t) {
-        if (t->leaf_poll) return false;  // waits on a leaf: needs a real poll
-        w->next = nullptr;
-    } else if (w->queue.peek_newest() != t || w->queue.pop() != t) {
-        return false;  // not on top, or a thief claimed it since the peek
-    } else if (t->leaf_poll) {
-        w->queue.push(t);  // cannot fail: we just freed its slot
-        return false;
+    if (!w) return nullptr;
+    task_header* t = nullptr;
+    if (w->next && (!want || w->next == want)) {
+        if (w->next->leaf_poll) return nullptr;  // waits on a leaf: needs a real poll
+        t = std::exchange(w->next, nullptr);
+    } else if (task_header* top = w->queue.peek_newest(); top && (!want || top == want)) {
+        if (w->queue.pop() != top) return nullptr;  // a thief claimed it since the peek
+        if (top->leaf_poll) {
+            w->queue.push(top);  // cannot fail: we just freed its slot
+            return nullptr;
+        }
+        t = top;
+    } else {
+        return nullptr;
     }
     w->counters.inlined_joins.add();
-    return true;
+    return t;
 }
 
 // ---- producer side ---------------------------------------------------------------

@@ -56,7 +56,7 @@ public:
     void shutdown() override;
     runtime_metrics metrics() const override;
     std::size_t registry_shard() const noexcept override;
-    bool take_local(task_header* t) noexcept override;
+    task_header* take_local(task_header* want) noexcept override;
     bool on_own_thread() const noexcept override { return this_worker() != nullptr; }
     void count_completion() noexcept override;
 

@@ -41,13 +41,13 @@ public:
     virtual bool on_own_thread() const noexcept = 0;
     // Counts a completed task for tasks_alive (spawned - completed).
     virtual void count_completion() noexcept = 0;
-    // Takes t back from the calling thread's own queue if it is the newest
-    // entry there (next slot or top of the ring) and can start without a
-    // leaf poll (it never ran, or only yielded); the caller then holds the
-    // queue's reference. Used by join inlining. t's fields other than sched
-    // belong to its poller: read them only once t is taken.
-    virtual bool take_local(task_header* t) noexcept = 0;
-
+    // Takes the newest entry of the calling thread's own queue (next slot,
+    // else top of the ring) if it can start without a leaf poll (it never
+    // ran, or only yielded) and, when `want` is given, if it is that task.
+    // The caller then holds the queue's reference and runs it nested in its
+    // poll. A task's fields other than sched belong to its poller: read
+    // only once it is taken.
+    virtual task_header* take_local(task_header* want) noexcept = 0;
     task_registry& registry() noexcept { return registry_; }
     // Accepts a new task or refuses it once shutdown began. A task spawned
     // from outside is registered now (under the registry lock, so it is

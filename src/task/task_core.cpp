@@ -373,44 +373,61 @@ void unwind_inlined(task_header* bottom) noexcept {
 
 }  // namespace
 
+namespace {
+
+std::coroutine_handle<> resume_joiner(task_header* joiner) noexcept {
+    joiner->leaf = nullptr;
+    joiner->leaf_poll = nullptr;
+    return joiner->resume_point;
+}
+
+// The current task (joiner) waits for joiner->join_target. Run local work
+// nested in its poll until the target is complete: the target itself when it
+// is the newest queued task, else the newest startable task (help while
+// waiting) at one coop-budget unit each, so helping cannot keep the worker
+// from its fairness checks for long. Suspend for real (register the join waker)
+// only when there is no local work or no budget left.
+std::coroutine_handle<> continue_join(task_header* joiner) noexcept {
+    task_header* target = joiner->join_target;
+    scheduler* s = joiner->sched;
+    for (;;) {
+        if (is_complete(target)) return resume_joiner(joiner);
+        // Running the target itself is like awaiting a task inline: free.
+        // Helping with other work spends budget.
+        task_header* next = s->take_local(target);
+        if (!next && coop_try_consume()) next = s->take_local(nullptr);
+        if (!next) {
+            if (poll_leaf_now(*joiner, joiner->leaf, joiner->leaf_poll)) return resume_joiner(joiner);
+            return std::noop_coroutine();
+        }
+        if (!start_poll(next)) continue;  // cancelled while queued: complete now
+        next->inline_parent = joiner;
+        tls_context.current = next;
+        return next->resume_point;
+    }
+}
+
+}  // namespace
+
 std::coroutine_handle<> on_root_final(task_header* t) noexcept {
     task_header* joiner = std::exchange(t->inline_parent, nullptr);
     if (!joiner) {
         t->root_done = true;  // the poller completes it after resume() returns
         return std::noop_coroutine();
     }
-    // Inlined by a joiner: complete now and continue the joiner directly.
+    // Ran nested in a joiner's poll: complete now, then the joiner goes on
+    // waiting (or resumes, if this was what it waited for).
     complete(t);
     tls_context.current = joiner;
-    joiner->leaf = nullptr;
-    joiner->leaf_poll = nullptr;
-    return joiner->resume_point;
+    return continue_join(joiner);
 }
 
 std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,
                                         task_header* child) noexcept {
     task_header* joiner = tls_context.current;
     suspend_on_leaf(h, leaf, poll);
-    // Only one of this scheduler's tasks can be in our queue (sched never
-    // changes after spawn, so reading it is safe). The child's other fields
-    // belong to whoever polls it: read them only once take_local made it ours.
-    if (child->sched != joiner->sched || !joiner->sched->take_local(child)) {
-        // Ordinary join: register the joiner's waker; if the child finished
-        // in the meantime, go on without suspending.
-        if (!poll_leaf_now(*joiner, leaf, poll)) return std::noop_coroutine();
-        joiner->leaf = nullptr;
-        joiner->leaf_poll = nullptr;
-        return h;
-    }
-    if (!start_poll(child)) {
-        // Cancelled while queued: it is complete now; the joiner goes on.
-        joiner->leaf = nullptr;
-        joiner->leaf_poll = nullptr;
-        return h;
-    }
-    child->inline_parent = joiner;
-    tls_context.current = child;
-    return child->resume_point;
+    joiner->join_target = child;
+    return continue_join(joiner);
 }
 
 poll_outcome poll_task(task_header* t) noexcept {

@@ -42,8 +42,9 @@
 //   any                   handle dropped        clear JOIN_INTEREST        report unobserved exception; -1 ref
 //   !COMPLETE, !JOIN_WAKER join registers       |JOIN_WAKER                join_waker now task-owned
 //   JOIN_WAKER            task completes        COMPLETE                   completer wakes join_waker
-//   NOTIFIED, in this     joiner inlines it     RUNNING (clear NOTIFIED)   runs nested in the joiner's poll;
-//   worker's queue top                                                     on suspend it is finished like any
+//   NOTIFIED, newest in   a joiner inlines it   RUNNING (clear NOTIFIED)   runs nested in the joiner's poll
+//   this worker's queue   (its child, or help                              (same thread, same RUNNING rules);
+//                         while waiting)                                   on suspend it is finished like any
 //                                                                          poll and the joiner registers
 //
 // Invariants: RUNNING is held by at most one thread (the CAS that sets it
@@ -101,6 +102,7 @@ struct alignas(16) task_header {
     scheduler* sched = nullptr;
     aspen::waker join_waker;            // see JOIN_WAKER above
     task_header* inline_parent = nullptr;  // joiner running this task nested in its poll
+    task_header* join_target = nullptr;    // the task this one is joining
     task_header* reg_prev = nullptr;    // registry of live tasks (shutdown)
     task_header* reg_next = nullptr;
     std::exception_ptr error;           // a root's exception (copied at completion)
@@ -151,11 +153,13 @@ void spawn_root(scheduler* s, task_header* t);
 // The root coroutine of t finished; returns what to resume next (the joiner
 // that ran t inline, or nothing).
 std::coroutine_handle<> on_root_final(task_header* t) noexcept;
-// A task suspends on the join leaf of `child` from coroutine h. If the child
-// has not started and sits in this worker's next slot or at the top of its
-// ring, it is taken back and run right here, nested in the joiner's poll
-// (join inlining: fork-join without a suspend/wake round trip); returns the
-// handle to transfer to.
+// A task suspends on the join leaf of `child` from coroutine h. Instead of
+// suspending at once it runs local work nested in its own poll: the child if
+// it has not started and is the newest entry of this worker's queue (join
+// inlining), else the newest startable task there (help while waiting), one
+// coop-budget unit each, until the child is complete; it really suspends
+// only when no local work is left or the budget is spent. Returns the handle
+// to transfer to.
 std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,
                                         task_header* child) noexcept;
 
