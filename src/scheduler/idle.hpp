@@ -1,5 +1,6 @@
 // The idle protocol: who searches for work, who sleeps, who gets woken.
-// (This is where lost wakeups live; model: spec/idle.pml, issue 5.)
+// (This is where lost wakeups live; model: spec/idle.pml, run by
+// `bash spec/run.sh` and ctest's spin_models.)
 //
 // State: one atomic word packing (unparked << 32 | searching), and a locked
 // list of sleeping workers.
@@ -19,7 +20,11 @@
 // decrement is followed by seq_cst loads of every queue. In the single total
 // order either the producer sees searching == 0 (and wakes someone), or the
 // searcher's re-check sees the work. A non-last searcher need not re-check:
-// the last one still will.
+// the last one still will. This needs one more rule, which the scheduler
+// keeps: a worker parks without having been a searcher only when
+// try_become_searching failed, i.e. while others search. (A lone worker that
+// parked without searching lost a wakeup; spec/idle.pml keeps that bug as a
+// variant spin must catch.)
 #pragma once
 
 #include <atomic>

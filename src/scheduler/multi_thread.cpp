@@ -1,3 +1,6 @@
+// Worker loop and producer side of the idle protocol (idle.hpp); modelled
+// in spec/idle.pml (search, found_work, park, notify_one,
+// notify_if_work_pending use the model's names).
 #include "scheduler/multi_thread.hpp"
 
 #include <pthread.h>

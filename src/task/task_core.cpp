@@ -2,6 +2,9 @@
 // reference counting. The transition table is in
 // include/aspen/detail/task_header.hpp; each function below is one row (or a
 // few) of it. Every state change is a CAS or RMW on task_header::state.
+// Model: spec/task_state.pml checks these transitions with spin (one poller
+// at a time, frame destroyed once, freed once at refcount 0, no lost wake,
+// joiner woken iff registered); `bash spec/run.sh` runs it.
 #include "scheduler/scheduler.hpp"
 
 #include <aspen/errors.hpp>
@@ -250,9 +253,11 @@ bool register_join_waker(task_header* t, const aspen::waker& w) {
     std::uint64_t s = t->state.load(std::memory_order_acquire);
     if (s & state::complete) return false;
     if (s & state::join_waker) {
-        if (t->join_waker.will_wake(w)) return true;
-        // A different awaiter (the previous one was dropped mid-await): take
-        // the field back before replacing it.
+        // Registered before (a re-poll, or a new awaiter after the old one
+        // was dropped). While JOIN_WAKER is set the field belongs to the task
+        // side, which may be moving it out right now: take it back with the
+        // clearing CAS before even looking at it (spec/task_state.pml).
+        // acq_rel: acquire the completer's view; release nothing yet.
         while (!(s & state::complete)) {
             if (t->state.compare_exchange_weak(s, s & ~state::join_waker, std::memory_order_acq_rel,
                                                std::memory_order_acquire))
@@ -260,7 +265,7 @@ bool register_join_waker(task_header* t, const aspen::waker& w) {
         }
         if (s & state::complete) return false;
     }
-    t->join_waker = w;  // ours while JOIN_WAKER is clear
+    t->join_waker = w;  // ours while JOIN_WAKER is clear (same waker: harmless)
     s = t->state.load(std::memory_order_acquire);
     for (;;) {
         if (s & state::complete) {
@@ -275,14 +280,22 @@ bool register_join_waker(task_header* t, const aspen::waker& w) {
 }
 
 void drop_join_handle(task_header* t, bool observed) noexcept {
-    // acq_rel: acquire sees the outcome when the task is complete; release
-    // orders our reads of the result before a completer frees the frame.
-    // JOIN_INTEREST is set for as long as the handle lives and only the
-    // handle clears it, so subtracting it clears the bit: flag and ref go in
-    // one RMW.
-    std::uint64_t prev = t->state.fetch_sub(state::join_interest + state::ref_one, std::memory_order_acq_rel);
-    if ((prev & state::complete) && !observed && t->error && !t->cancelled_outcome) report(t);
-    if (refs(prev) == 1) on_last_ref(t);
+    if (observed) {
+        // The outcome was taken; nothing of t is read after this RMW.
+        // JOIN_INTEREST is set for as long as the handle lives and only the
+        // handle clears it, so subtracting it clears the bit: flag and ref in
+        // one RMW. acq_rel: the last owner must see every earlier write.
+        std::uint64_t prev = t->state.fetch_sub(state::join_interest + state::ref_one, std::memory_order_acq_rel);
+        if (refs(prev) == 1) on_last_ref(t);
+        return;
+    }
+    // Unobserved: we may have to report its exception, so keep our ref while
+    // reading t (another holder could free it the moment we dropped it;
+    // spec/task_state.pml found that use-after-free). acq_rel: acquire the
+    // outcome when the task is complete.
+    std::uint64_t prev = t->state.fetch_and(~state::join_interest, std::memory_order_acq_rel);
+    if ((prev & state::complete) && t->error && !t->cancelled_outcome) report(t);
+    ref_dec(t);
 }
 
 // ---- thread blocked in block_on ---------------------------------------------

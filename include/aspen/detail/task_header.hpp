@@ -55,7 +55,7 @@
 // cancelled (its result, if any, was moved to the result slot first), so a
 // task's parameters and resources are released when it finishes, not when
 // its handle goes; the memory block itself lives until the last reference.
-// Model: spec/task_state.pml (issue 5) follows these names.
+// Model: spec/task_state.pml follows these names (bash spec/run.sh).
 // ---------------------------------------------------------------------------
 #pragma once
 

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Model-checks spec/idle.pml and spec/task_state.pml with spin.
+#
+#   bash spec/run.sh            the CI set: 16 jobs, ~45 s CPU, 25-50 s wall on 2 cores, <= 1 GB each
+#   SPIN_FULL=1 bash spec/run.sh   also two large runs (~2.5 min more; 2.3 and 2.7 GB)
+#   SPIN_JOBS=N                 parallel pan runs (default: nproc)
+#   SPIN_KEEP=1                 keep the work directory (pan, trails, logs)
+#   SPIN=/path/to/spin, CC=cc   the tools (default: spin and gcc from PATH)
+#
+# Every job: spin -a (generate pan.c) -> gcc -DSAFETY -> ./pan (exhaustive
+# search, stops at the first error). A job is either
+#   pass  spin must report "errors: 0" after a complete search, or
+#   fail  spin must find an error whose text contains the given string
+#         (broken variants, known bugs in src/, vacuity witnesses).
+# Exit status: 0 when every job behaves as expected, 1 otherwise, 2 when spin
+# or a C compiler is missing.
+set -u
+
+SPEC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+SPIN=${SPIN:-spin}
+if ! command -v "$SPIN" >/dev/null 2>&1; then
+  echo "spec/run.sh: '$SPIN' (the Promela model checker) is not installed; it is a declared dependency (Debian: apt-get install spin)" >&2
+  exit 2
+fi
+CC=${CC:-gcc}
+if ! command -v "$CC" >/dev/null 2>&1; then
+  echo "spec/run.sh: no C compiler '$CC' (pan is compiled C)" >&2
+  exit 2
+fi
+
+JOBS=${SPIN_JOBS:-$(nproc 2>/dev/null || echo 2)}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/aspen-spin.XXXXXX")
+if [[ -z ${SPIN_KEEP:-} ]]; then trap 'rm -rf "$WORK"' EXIT; else echo "work directory: $WORK"; fi
+
+# The fixes proposed for the two bugs task_state.pml finds in src/task/task_core.cpp
+# (see spec/README.md). The passing task_state runs model the code WITH them;
+# the two "bug-*" jobs model the code as it is and must fail.
+FIXES=""
+
+# name | pass/fail | model | spin -D defines | cc flags | pan flags | expected error text (fail jobs)
+# Largest first: the scheduler below starts jobs in this order.
+JOB_LIST=(
+  # -- idle protocol (spec/idle.pml) -------------------------------------------------------
+  "idle-3w|pass|idle.pml|-DNW=3 -DEXT_ITEMS=1 -DINT_ITEMS=2|-O2 -DCOLLAPSE|-m100000 -w25|"
+  # -- task state word (spec/task_state.pml), with the proposed fixes ---------------------
+  "task-abort-await|pass|task_state.pml|$FIXES -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=0 -DJOIN_AWAIT=1 -DREPOLL=0 -DYIELDS=0|-O0|-m100000 -w23|"
+  "task-wake|pass|task_state.pml|$FIXES -DSOURCES=2 -DABORTER=0 -DEARLY_AWAITER=0 -DJOIN_AWAIT=1 -DREPOLL=1 -DSRC1_TWICE=1 -DPOLLERS=2 -DYIELDS=1|-O0|-m100000 -w23|"
+  "task-join|pass|task_state.pml|$FIXES -DSOURCES=1 -DABORTER=1 -DEARLY_AWAITER=1 -DJOIN_AWAIT=2 -DREPOLL=1 -DYIELDS=0|-O0|-m100000 -w22|"
+  "task-abort-detach|pass|task_state.pml|$FIXES -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=0 -DJOIN_AWAIT=0 -DYIELDS=0|-O0|-m100000 -w22|"
+  "idle-2w|pass|idle.pml|-DNW=2 -DEXT_ITEMS=2 -DINT_ITEMS=2|-O0|-m100000|"
+  "idle-1w|pass|idle.pml|-DNW=1 -DEXT_ITEMS=2 -DINT_ITEMS=2|-O0|-m100000|"
+  # -- broken variants: the model must catch them ------------------------------------------
+  "idle-broken-lone-worker|fail|idle.pml|-DBROKEN_LONE_NOT_SEARCHING -DNW=1 -DEXT_ITEMS=1 -DINT_ITEMS=2|-O0|-m100000|assertion violated (pending==0)"
+  "idle-broken-no-recheck|fail|idle.pml|-DBROKEN_NO_RECHECK -DNW=3 -DEXT_ITEMS=1 -DINT_ITEMS=0|-O0|-m100000|assertion violated (pending==0)"
+  # -- vacuity witnesses: these paths must be reachable ------------------------------------
+  "idle-witness-chain-wake|fail|idle.pml|-DWITNESS=W_CHAIN|-O0|-m100000|assertion violated (4!=4)"
+  "idle-witness-recheck-wake|fail|idle.pml|-DWITNESS=W_RECHECK|-O0|-m100000|assertion violated (5!=5)"
+  "task-witness-join-wake|fail|task_state.pml|$FIXES -DWITNESS=W_JOIN_WAKE|-O0|-m100000|assertion violated (1!=1)"
+  "task-witness-abort-idle|fail|task_state.pml|$FIXES -DWITNESS=W_ABORT_IDLE|-O0|-m100000|assertion violated (2!=2)"
+  "task-witness-requeue|fail|task_state.pml|$FIXES -DWITNESS=W_REQUEUE|-O0|-m100000|assertion violated (3!=3)"
+  # -- two bugs spin found in src/task/task_core.cpp (fixed there); with the old code restored
+  #    spin must still find them, so the model keeps its teeth -----------------------------
+  "task-bug-drop-join-uaf|fail|task_state.pml|-DOLD_BUG_DROP_JOIN -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=0 -DJOIN_AWAIT=0 -DYIELDS=0|-O0|-m100000|assertion violated (freed==0)"
+  "task-bug-will-wake-race|fail|task_state.pml|-DOLD_BUG_WILL_WAKE -DSOURCES=1 -DABORTER=0 -DEARLY_AWAITER=1 -DJOIN_AWAIT=1|-O0|-m100000|assertion violated  !(jw_busy)"
+)
+if [[ -n ${SPIN_FULL:-} ]]; then
+  JOB_LIST=(
+    "full-task-all-actors|pass|task_state.pml|$FIXES -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=1 -DJOIN_AWAIT=2 -DREPOLL=1 -DYIELDS=0|-O2 -DCOLLAPSE|-m100000 -w26|"
+    "full-idle-3w-4items|pass|idle.pml|-DNW=3 -DEXT_ITEMS=2 -DINT_ITEMS=2|-O2 -DCOLLAPSE|-m100000 -w26|"
+    "${JOB_LIST[@]}"
+  )
+fi
+
+# run_job <index> <spec>: writes $WORK/<name>/{log,result}
+run_job() {
+  local spec=$2 name expect model defs ccflags panflags want
+  IFS='|' read -r name expect model defs ccflags panflags want <<<"$spec"
+  local dir=$WORK/$name
+  mkdir -p "$dir"
+  local start=$SECONDS
+  (
+    cd "$dir" || exit 3
+    # a private copy: pan names its trail file after the model it was made from
+    cp "$SPEC_DIR/$model" . || exit 3
+    # shellcheck disable=SC2086
+    "$SPIN" -a $defs "$model" >spin.out 2>&1 || { cat spin.out; exit 3; }
+    # shellcheck disable=SC2086
+    "$CC" $ccflags -DSAFETY -DMEMLIM=6144 -w -o pan pan.c >cc.out 2>&1 || { cat cc.out; exit 3; }
+    # shellcheck disable=SC2086
+    ./pan $panflags >pan.out 2>&1
+    exit 0
+  ) >"$dir/log" 2>&1
+  local rc=$?
+  local secs=$((SECONDS - start))
+  local out=$dir/pan.out verdict detail errors states depth
+  errors=$(grep -o 'errors: [0-9]*' "$out" 2>/dev/null | head -1 | grep -o '[0-9]*$')
+  states=$(awk '/states, stored/ {print $1; exit}' "$out" 2>/dev/null)
+  depth=$(grep -o 'depth reached [0-9]*' "$out" 2>/dev/null | head -1 | grep -o '[0-9]*$')
+  if [[ $rc -ne 0 || -z $errors ]]; then
+    verdict=FAIL; detail="spin/gcc/pan did not run to the end: $(tail -3 "$dir/log" "$out" 2>/dev/null | tr '\n' ' ')"
+  elif grep -qE 'max search depth too small|reached -DMEMLIM bound|out of memory' "$out"; then
+    verdict=FAIL; detail="search incomplete: $(grep -E 'max search depth too small|MEMLIM|out of memory' "$out" | head -1)"
+  elif [[ $expect == pass ]]; then
+    if [[ $errors == 0 ]]; then verdict=ok; detail="";
+    else verdict=FAIL; detail="unexpected: $(grep -m1 -E '^pan:[0-9]+:|violated|invalid end state' "$out")"; fi
+  else
+    if [[ $errors != 0 ]] && grep -qF -- "$want" "$out"; then
+      verdict=ok; detail="found as expected: $(grep -m1 -E '^pan:[0-9]+:' "$out")"
+    elif [[ $errors != 0 ]]; then
+      verdict=FAIL; detail="found a different error: $(grep -m1 -E '^pan:[0-9]+:|violated|invalid end state' "$out")"
+    else
+      verdict=FAIL; detail="spin did NOT find the expected error ($want): the model no longer catches it"
+    fi
+  fi
+  printf '%s|%s|%s|%s|%s|%s|%s\n' "$verdict" "$name" "$expect" "${errors:-?}" "${states:-?}" "${depth:-?}" "${secs}s $detail" >"$dir/result"
+}
+
+echo "spin: $("$SPIN" -V 2>&1 | head -1); $JOBS parallel jobs; ${#JOB_LIST[@]} jobs"
+T0=$SECONDS
+i=0
+for spec in "${JOB_LIST[@]}"; do
+  while (( $(jobs -rp | wc -l) >= JOBS )); do wait -n; done
+  run_job "$i" "$spec" &
+  i=$((i + 1))
+done
+wait
+
+status=0
+printf '%-26s %-6s %-4s %-7s %12s %6s  %s\n' job result want errors "states" depth "time / detail"
+for spec in "${JOB_LIST[@]}"; do
+  name=${spec%%|*}
+  r=$WORK/$name/result
+  if [[ ! -f $r ]]; then
+    echo "$name: no result"; status=1; continue
+  fi
+  IFS='|' read -r verdict n expect errors states depth rest <"$r"
+  printf '%-26s %-6s %-4s %-7s %12s %6s  %s\n' "$n" "$verdict" "$expect" "$errors" "$states" "$depth" "$rest"
+  if [[ $verdict != ok ]]; then
+    status=1
+    echo "---- $n: pan output (tail) ----"
+    tail -25 "$WORK/$n/pan.out" 2>/dev/null || cat "$WORK/$n/log"
+    if [[ $expect == pass && -f $WORK/$n/pan.out ]] && ls "$WORK/$n"/*.trail >/dev/null 2>&1; then
+      echo "---- $n: counterexample (spin -t, last steps) ----"
+      IFS='|' read -r _ _ model defs _ <<<"$spec"
+      # shellcheck disable=SC2086
+      (cd "$WORK/$n" && "$SPIN" -t -p $defs "$model" 2>&1 | grep -E '^ *[0-9]+:|Error|failed assertion' | tail -40)
+    fi
+  fi
+done
+echo "total wall time: $((SECONDS - T0))s"
+if [[ $status -ne 0 ]]; then
+  echo "spec/run.sh: FAILED (see above)"
+else
+  echo "spec/run.sh: all models behave as expected"
+fi
+exit $status
