@@ -552,3 +552,46 @@ TEST(Task, ResultsSurviveTheFrame) {
     EXPECT_TRUE(rt.block_on(body()));
 }
 }  // namespace
+
+namespace {
+// A waker kept past the life of its runtime: waking it does nothing and
+// touches no freed memory (the waker's reference keeps the task's block).
+TEST(Misuse, WakingAfterTheRuntimeIsGoneIsANoop) {
+    aspen::waker kept;
+    {
+        aspen::runtime rt(workers(2));
+        rt.block_on([](aspen::waker& out) -> aspen::task<void> {
+            co_await aspen::poll_fn([&](aspen::context& cx) -> aspen::poll<int> {
+                out = cx.waker();
+                return aspen::ready(0);
+            });
+        }(kept));
+    }
+    kept.wake_by_ref();
+    kept.wake();
+    EXPECT_FALSE(static_cast<bool>(kept));
+}
+
+TEST(Misuse, ShutdownFromOwnTaskThrows) {
+    aspen::runtime rt(workers(2));
+    auto body = [&]() -> aspen::task<bool> {
+        try {
+            rt.shutdown();
+        } catch (const std::logic_error&) {
+            co_return true;
+        }
+        co_return false;
+    };
+    EXPECT_TRUE(rt.block_on(body()));
+    aspen::current_thread_runtime ct;
+    auto body2 = [&]() -> aspen::task<bool> {
+        try {
+            ct.shutdown();
+        } catch (const std::logic_error&) {
+            co_return true;
+        }
+        co_return false;
+    };
+    EXPECT_TRUE(ct.block_on(body2()));
+}
+}  // namespace
