@@ -202,7 +202,10 @@ struct check_result {
     std::vector<std::uint32_t> next;  // per producer: the next expected seq
 };
 
-aspen::task<check_result> consume(aspen::mpsc_receiver<msg>* rx, std::uint32_t producers) {
+// Receives until end of stream, checking per-producer order (bounded and
+// unbounded receivers alike).
+template <class Receiver>
+aspen::task<check_result> consume(Receiver* rx, std::uint32_t producers) {
     check_result r;
     r.next.assign(producers, 0);
     while (auto m = co_await rx->recv()) {
@@ -253,19 +256,6 @@ aspen::task<void> produce_unbounded(aspen::unbounded_sender<msg> tx_arg, std::ui
     }
 }
 
-aspen::task<check_result> consume_unbounded(aspen::unbounded_receiver<msg>* rx, std::uint32_t producers) {
-    check_result r;
-    r.next.assign(producers, 0);
-    while (auto m = co_await rx->recv()) {
-        ++r.received;
-        if (m->producer >= producers || m->seq != r.next[m->producer])
-            ++r.out_of_order;
-        else
-            ++r.next[m->producer];
-    }
-    co_return r;
-}
-
 class SyncMpscUnbounded : public ::testing::TestWithParam<std::size_t> {};
 
 TEST_P(SyncMpscUnbounded, EveryMessageOnceInProducerOrder) {
@@ -285,7 +275,7 @@ TEST_P(SyncMpscUnbounded, EveryMessageOnceInProducerOrder) {
     }
     { auto gone = std::move(tx); }
     check_result r;
-    within(300s, "unbounded exactly once", [&] { r = rt.block_on(consume_unbounded(&rx, kProducers)); });
+    within(300s, "unbounded exactly once", [&] { r = rt.block_on(consume(&rx, kProducers)); });
     for (auto& t : threads) t.join();
     for (auto& h : hs) rt.block_on([](aspen::join_handle<void> j) -> aspen::task<void> { co_await j; }(std::move(h)));
     EXPECT_EQ(r.received, std::uint64_t{kProducers} * kUnboundedPerProducer);
