@@ -66,7 +66,6 @@ struct promise : promise_base {
         static_assert(alignof(T) <= alignof(std::max_align_t), "over-aligned task results are not supported");
         return allocate_frame(size, sizeof(T), alignof(T));
     }
-    static void operator delete(void* frame) noexcept { deallocate_frame(frame); }
 
     void store_root_result(task_header* t) noexcept {
         if (!value) return;

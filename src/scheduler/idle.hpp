@@ -87,11 +87,6 @@ public:
         return std::exchange(sleepers_, {});
     }
 
-    std::uint32_t num_searching() const noexcept {
-        // relaxed: a statistic for tests.
-        return searching(state_.load(std::memory_order_relaxed));
-    }
-
 private:
     static constexpr std::uint64_t pack(std::uint64_t unparked, std::uint64_t searching) noexcept {
         return unparked << 32 | searching;

@@ -30,8 +30,7 @@ worker_metrics worker_counters::read() const noexcept {
 }
 
 multi_thread_scheduler::worker::worker(multi_thread_scheduler& s, std::size_t i, std::uint32_t capacity)
-    : owner(s),
-      index(i),
+    : index(i),
       queue(capacity),
       rng(0x9E3779B97F4A7C15ull * (i + 1) | 1),
       ticks_to_injector(s.cfg_.global_queue_interval),

@@ -63,7 +63,6 @@ public:
 private:
     struct alignas(128) worker {
         worker(multi_thread_scheduler& s, std::size_t i, std::uint32_t capacity);
-        multi_thread_scheduler& owner;
         std::size_t index;
         local_queue<task_header> queue;
         task_header* next = nullptr;  // owner-only: never stolen

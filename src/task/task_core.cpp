@@ -200,11 +200,6 @@ void ref_dec(task_header* t) noexcept {
     if (refs(prev) == 1) on_last_ref(t);
 }
 
-aspen::waker make_waker(task_header* t) noexcept {
-    ref_inc(t);
-    return aspen::waker(&task_waker_vtable, t);
-}
-
 bool is_complete(const task_header* t) noexcept {
     // acquire: a true answer lets the caller read the result.
     return t->state.load(std::memory_order_acquire) & state::complete;
@@ -225,7 +220,6 @@ void spawn_root(scheduler* s, task_header* t) {
     }
     s->schedule(t, schedule_kind::spawn);
 }
-
 
 void abort_task(task_header* t) noexcept {
     // acq_rel on success: acquire takes ownership of the frame when we claim
@@ -315,8 +309,9 @@ constexpr waker_vtable thread_waker_vtable{tw_nop, tw_wake, tw_wake, tw_nop};
 
 void block_until_complete(task_header* t) {
     thread_waiter waiter;
-    // The waker lives on this stack: it is consumed (woken) exactly once by
-    // the completer before this function can return, and never cloned.
+    // The waker points at this stack frame: its clone/drop are no-ops, the
+    // one copy in the join slot is woken exactly once by the completer, and
+    // this function returns only after that wake.
     aspen::waker w(&thread_waker_vtable, &waiter);
     bool registered = register_join_waker(t, w);
     w.release_borrowed();

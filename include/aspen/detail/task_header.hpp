@@ -165,7 +165,6 @@ std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, l
 
 void ref_inc(task_header* t) noexcept;
 void ref_dec(task_header* t) noexcept;
-aspen::waker make_waker(task_header* t) noexcept;  // takes a ref
 
 bool is_complete(const task_header* t) noexcept;
 bool is_cancelled_outcome(const task_header* t) noexcept;
