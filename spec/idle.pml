@@ -11,7 +11,7 @@
  *                                   pop_injector_batch, search, found_work,
  *                                   run_task, park, notify_one,
  *                                   notify_if_work_pending, schedule, push_local
- *   src/scheduler/park.hpp          parker::park / parker::unpark (the token)
+ *   src/scheduler/park.hpp          parker::park / park_on_driver / unpark (the token)
  * The code points back here (idle.hpp: "model: spec/idle.pml").
  *
  * Memory model. Promela executes one statement at a time in a single global
@@ -65,7 +65,15 @@
  *   (checked by hand: 21.6 M states, errors 0; off in CI for time);
  *   WITNESS=<W_*> makes that kind of wake an error (vacuity check).
  *
+ *   SPONTANEOUS=<n> lets up to n parks end without a token, as a park on
+ *   the I/O driver does when I/O or a timer ends it (parker::park_on_driver
+ *   returns false), followed by idle_state::unpark_self.
+ *
  * Broken variants (must FAIL, see spec/run.sh):
+ *   -DBROKEN_STALE_TOKEN (with SPONTANEOUS)  after a park that ended by
+ *       itself, a worker a notifier already counted does not consume the
+ *       notifier's token: a later park ends on it uncounted, and the counts
+ *       (unparked + sleepers == NW) break.
  *   -DBROKEN_LONE_NOT_SEARCHING  a lone worker (NW == 1) does not become a
  *       searcher before it parks (it has no victims), so it parks with
  *       was_searching == false and skips the re-check: the lost wakeup the
@@ -107,6 +115,10 @@ byte nsleep = 0;
 byte q[NW];          /* worker::queue, tasks in [head, tail) */
 byte injector = 0;   /* injector_.len_ */
 bit token[NW];       /* worker::park (parker::token_) */
+
+#ifdef SPONTANEOUS
+byte spont = SPONTANEOUS;  /* driver parks that may end by themselves */
+#endif
 
 /* ghosts */
 byte pending = 0;          /* tasks produced and not yet finished running */
@@ -329,6 +341,7 @@ inline park(me, srch, w, res) {
     res = (srch && searching == 1);
     unparked--;
     if :: srch -> searching-- :: else -> skip fi;
+    assert(nsleep < NW);   /* a worker is listed at most once */
     sleepers[nsleep] = me; nsleep++
   }
   srch = 0;
@@ -362,6 +375,44 @@ inline park(me, srch, w, res) {
   :: atomic { token[me] -> token[me] = 0 } ->
      srch = 1                /* whoever woke us counted us as searching */
   :: stopping -> goto done   /* shutdown(): take_all_sleepers + unpark */
+#ifdef SPONTANEOUS
+  :: atomic { spont > 0 -> spont-- } ->
+     /* parker::park_on_driver returned without a token (I/O, a timer, a
+        stale driver token): idle_state::unpark_self under mutex_ */
+     atomic {
+       mtx == 0 ->
+       w = 0;
+       do
+       :: w < nsleep && sleepers[w] != me -> w++
+       :: w < nsleep && sleepers[w] == me -> res = 1; break
+       :: w >= nsleep -> break
+       od;
+       if
+       :: res ->   /* sleepers_.erase(it); state_.fetch_add(pack(1, 1)) */
+          do
+          :: w + 1 < nsleep -> sleepers[w] = sleepers[w + 1]; w++
+          :: else -> break
+          od;
+          nsleep--; sleepers[nsleep] = 0; unparked++; searching++
+       :: else -> skip
+       fi;
+       w = 0
+     }
+#ifndef BROKEN_STALE_TOKEN
+     if
+     :: res -> skip
+     :: else ->
+        /* a notifier took us off the list and counted us: its unpark is
+           on the way; park once more to consume it (multi_thread.cpp park) */
+        if
+        :: atomic { token[me] -> token[me] = 0 }
+        :: stopping -> goto done
+        fi
+     fi;
+#endif
+     res = 0;
+     srch = 1
+#endif
   fi
 }
 

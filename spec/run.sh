@@ -50,8 +50,10 @@ JOB_LIST=(
   "task-abort-detach|pass|task_state.pml|$FIXES -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=0 -DJOIN_AWAIT=0 -DYIELDS=0|-O0|-m100000 -w22|"
   "idle-2w|pass|idle.pml|-DNW=2 -DEXT_ITEMS=2 -DINT_ITEMS=2|-O0|-m100000|"
   "idle-1w|pass|idle.pml|-DNW=1 -DEXT_ITEMS=2 -DINT_ITEMS=2|-O0|-m100000|"
+  "idle-2w-driver|pass|idle.pml|-DNW=2 -DEXT_ITEMS=1 -DINT_ITEMS=2 -DSPONTANEOUS=2|-O0|-m100000|"
   # -- broken variants: the model must catch them ------------------------------------------
   "idle-broken-lone-worker|fail|idle.pml|-DBROKEN_LONE_NOT_SEARCHING -DNW=1 -DEXT_ITEMS=1 -DINT_ITEMS=2|-O0|-m100000|assertion violated (pending==0)"
+  "idle-broken-stale-token|fail|idle.pml|-DBROKEN_STALE_TOKEN -DSPONTANEOUS=1 -DNW=2 -DEXT_ITEMS=1 -DINT_ITEMS=1|-O0|-m100000|assertion violated (nsleep<2)"
   "idle-broken-no-recheck|fail|idle.pml|-DBROKEN_NO_RECHECK -DNW=3 -DEXT_ITEMS=1 -DINT_ITEMS=0|-O0|-m100000|assertion violated (pending==0)"
   # -- vacuity witnesses: these paths must be reachable ------------------------------------
   "idle-witness-chain-wake|fail|idle.pml|-DWITNESS=W_CHAIN|-O0|-m100000|assertion violated (4!=4)"
@@ -67,6 +69,7 @@ JOB_LIST=(
 if [[ -n ${SPIN_FULL:-} ]]; then
   JOB_LIST=(
     "full-task-all-actors|pass|task_state.pml|$FIXES -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=1 -DJOIN_AWAIT=2 -DREPOLL=1 -DYIELDS=0|-O2 -DCOLLAPSE|-m100000 -w26|"
+    "full-idle-3w-driver|pass|idle.pml|-DNW=3 -DEXT_ITEMS=1 -DINT_ITEMS=1 -DSPONTANEOUS=1|-O2 -DCOLLAPSE|-m100000 -w24|"
     "full-idle-3w-4items|pass|idle.pml|-DNW=3 -DEXT_ITEMS=2 -DINT_ITEMS=2|-O2 -DCOLLAPSE|-m100000 -w26|"
     "${JOB_LIST[@]}"
   )

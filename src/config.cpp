@@ -25,6 +25,7 @@ void config::validate() const {
         reject("local_queue_capacity", c, "must be a power of two between 2 and 1048576");
     if (steal_attempts == 0) reject("steal_attempts", steal_attempts, "must be at least 1");
     if (global_queue_interval == 0) reject("global_queue_interval", global_queue_interval, "must be at least 1");
+    if (event_interval == 0) reject("event_interval", event_interval, "must be at least 1");
     if (coop_budget == 0) reject("coop_budget", coop_budget, "must be at least 1");
     if (max_next_slot_runs == 0) reject("max_next_slot_runs", max_next_slot_runs, "must be at least 1");
 }

@@ -12,5 +12,6 @@
 #include <aspen/spawn.hpp>
 #include <aspen/sync/all.hpp>
 #include <aspen/task.hpp>
+#include <aspen/time.hpp>
 #include <aspen/waker.hpp>
 #include <aspen/yield.hpp>

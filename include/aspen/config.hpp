@@ -26,6 +26,13 @@ struct config {
     // Operations (channel, socket, timer, consume_budget) a task may do in
     // one poll before they start returning pending to make it yield.
     std::uint32_t coop_budget = 128;
+    // Every this many ticks a busy worker polls the I/O driver without
+    // blocking, so sockets and timers are served while nobody parks.
+    std::uint32_t event_interval = 61;
+    // Start with the clock paused (for tests): time moves only through
+    // aspen::advance(), or by itself to the next timer when every worker is
+    // idle, so timeouts in tests run instantly and deterministically.
+    bool start_paused = false;
     // Consecutive runs from the next slot before its task must wait behind
     // other ready work (a ping-ponging pair cannot starve the rest).
     std::uint32_t max_next_slot_runs = 3;

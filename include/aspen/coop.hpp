@@ -16,6 +16,9 @@ namespace detail {
 // Spends one unit of the current poll's budget; false when none is left.
 bool coop_try_consume() noexcept;
 void yield_current(std::coroutine_handle<> h) noexcept;
+// Suspends h on the leaf (as suspend_on_leaf) and re-queues the task behind
+// all ready work: a leaf whose budget ran out is polled in the next poll.
+void yield_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept;
 }  // namespace detail
 
 struct consume_budget_awaitable {

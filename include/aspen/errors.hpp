@@ -12,6 +12,13 @@ public:
     task_cancelled() : std::runtime_error("aspen: the task was cancelled before it finished") {}
 };
 
+// Thrown by aspen::timeout when the deadline passed first; the operation
+// it guarded was cancelled.
+class timed_out : public std::runtime_error {
+public:
+    timed_out() : std::runtime_error("aspen: the operation timed out") {}
+};
+
 // Thrown by spawn/block_on on a runtime that has been shut down: the task is
 // not accepted, so nothing runs it and nothing is lost silently.
 class runtime_shut_down : public std::runtime_error {

@@ -34,6 +34,8 @@ struct runtime_metrics {
     std::uint64_t remote_completions = 0; // tasks completed off the workers (abort, shutdown)
     std::uint64_t tasks_alive = 0;        // spawned and not yet complete
     std::uint64_t injector_depth = 0;     // tasks waiting in the injector now
+    std::uint64_t timers_armed = 0;       // timers waiting in the timing wheel now
+    std::uint64_t io_registrations = 0;   // sockets registered with the reactor now
 
     worker_metrics total() const noexcept;
 };

@@ -98,6 +98,30 @@ void driver::advance(std::chrono::nanoseconds d) {
     unpark();  // a parked thread re-evaluates with the new time
 }
 
+bool driver::auto_advance() {
+    std::vector<waker> woken;
+    {
+        std::lock_guard lock(mutex_);
+        // relaxed: as in advance().
+        std::int64_t paused = paused_ns_.load(std::memory_order_relaxed);
+        if (paused < 0) return false;
+        // next_expiration() may be a slot start before the first deadline
+        // (advancing there only cascades): step until something fires.
+        for (;;) {
+            auto next = wheel_.next_expiration();
+            if (!next) return false;
+            auto at = static_cast<std::int64_t>(*next) * ns_per_ms;
+            // release: pairs with now_ns()'s acquire (a value, nothing more).
+            if (at > paused) paused_ns_.store(paused = at, std::memory_order_release);
+            std::size_t armed = wheel_.size();
+            expire_locked(now_tick(), woken);
+            if (wheel_.size() < armed) break;
+        }
+    }
+    for (waker& w : woken) w.wake();
+    return true;
+}
+
 // ---- timers ------------------------------------------------------------------------
 void driver::expire_locked(std::uint64_t now, std::vector<waker>& out) {
     wheel_.advance(now, [&](timer_entry& e) {
@@ -106,6 +130,7 @@ void driver::expire_locked(std::uint64_t now, std::vector<waker>& out) {
         // == true may destroy it without taking mutex_.
         e.fired_.store(true, std::memory_order_release);
     });
+    count_armed();
 }
 
 void driver::add_timer(timer_entry& entry, time_point deadline) {
@@ -118,7 +143,9 @@ void driver::add_timer(timer_entry& entry, time_point deadline) {
         // relaxed: the arming thread owns the entry; whoever reads fired()
         // concurrently only cares about the release store that ends it.
         entry.fired_.store(false, std::memory_order_relaxed);
-        if (tick <= now_tick()) {
+        // The exact comparison too: a deadline of exactly now is due now,
+        // though its tick (rounded up) may still be ahead.
+        if (tick <= now_tick() || deadline <= now()) {
             fire_now = std::move(entry.waker_);
             // release: as in expire_locked.
             entry.fired_.store(true, std::memory_order_release);
@@ -126,6 +153,7 @@ void driver::add_timer(timer_entry& entry, time_point deadline) {
             wheel_.insert(entry, tick);
             wake_parker = parked_ && tick < park_wake_tick_;
         }
+        count_armed();
     }
     if (wake_parker) unpark();
     fire_now.wake();
@@ -134,6 +162,7 @@ void driver::add_timer(timer_entry& entry, time_point deadline) {
 void driver::cancel_timer(timer_entry& entry) noexcept {
     std::lock_guard lock(mutex_);
     wheel_.remove(entry);
+    count_armed();
 }
 
 bool driver::set_timer_waker(timer_entry& entry, const waker& w) {

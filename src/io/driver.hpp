@@ -107,9 +107,25 @@ public:
     void resume() noexcept;
     void advance(std::chrono::nanoseconds d);
     bool is_paused() const noexcept;
+    // Paused clock with nothing else to do (the runtime is idle): moves the
+    // clock to the earliest timer deadline and fires the timers due there.
+    // False (and nothing changes) if the clock runs or no timer is armed.
+    bool auto_advance();
+
+    // Whether a timer is armed or an fd registered (a hint: any thread, may
+    // be stale at once). Busy workers skip their non-blocking poll without.
+    std::size_t timers_armed() const noexcept {
+        // relaxed: a statistic.
+        return armed_.load(std::memory_order_relaxed);
+    }
+    bool has_interest() const noexcept {
+        // relaxed: a hint (see reactor::registered()).
+        return armed_.load(std::memory_order_relaxed) != 0 || reactor_.registered() != 0;
+    }
 
     // For sockets: register their fds here.
     detail::reactor& io() noexcept { return reactor_; }
+    const detail::reactor& io() const noexcept { return reactor_; }
 
 private:
     enum : std::uint8_t { idle, parked, notified };
@@ -120,6 +136,11 @@ private:
     std::uint64_t tick_of(time_point deadline) const noexcept;
     // Under mutex_: fire due timers, moving their wakers into `out`.
     void expire_locked(std::uint64_t now, std::vector<waker>& out);
+    // Under mutex_, after every change of wheel_.
+    void count_armed() noexcept {
+        // relaxed: a hint (has_interest).
+        armed_.store(wheel_.size(), std::memory_order_relaxed);
+    }
 
     const time_point start_;
     reactor reactor_;
@@ -137,6 +158,8 @@ private:
     std::uint64_t park_wake_tick_ = 0;
 
     std::vector<waker> fired_;  // park/poll's buffer (one thread), reused
+    // wheel_.size(), written under mutex_, read as a hint by has_interest().
+    std::atomic<std::size_t> armed_{0};
 };
 
 }  // namespace aspen::detail

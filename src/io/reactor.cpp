@@ -98,6 +98,7 @@ void reactor::register_fd(int fd, registration& reg, std::uint32_t interest) {
     reg.state_.store(0, std::memory_order_relaxed);
     reg.owner_ = this;
     s.reg = &reg;
+    registered_.fetch_add(1, std::memory_order_relaxed);  // a hint, see reactor.hpp
     ev.data.u64 = reg.token_;
     // Under table_mutex_: an event for this token (on a thread in
     // epoll_wait right now) can only be dispatched once we are done.
@@ -106,6 +107,7 @@ void reactor::register_fd(int fd, registration& reg, std::uint32_t interest) {
         s.reg = nullptr;
         ++s.generation;
         free_.push_back(index);
+        registered_.fetch_sub(1, std::memory_order_relaxed);  // a hint, see reactor.hpp
         reg.owner_ = nullptr;
         reg.fd_ = -1;
         throw std::system_error(err, std::generic_category(), "aspen reactor: epoll_ctl(ADD)");
@@ -125,6 +127,7 @@ void reactor::deregister(registration& reg) noexcept {
         s.reg = nullptr;
         ++s.generation;  // every token of the old registration is now stale
         free_.push_back(index);
+        registered_.fetch_sub(1, std::memory_order_relaxed);  // a hint, see reactor.hpp
     }
     waker r, w;
     {

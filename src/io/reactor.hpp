@@ -160,6 +160,8 @@ public:
     std::size_t wait(int timeout_ms);
     // Makes a concurrent or the next wait() return. Any thread.
     void wake() noexcept;
+    // Registrations alive now (a snapshot; any thread).
+    std::size_t registered() const noexcept { return registered_.load(std::memory_order_relaxed); }
 
     // wait()'s second half, exposed so tests can replay a stale event. Same
     // thread rule as wait().
@@ -180,6 +182,10 @@ private:
     std::mutex table_mutex_;  // guards slots_ and free_
     std::vector<slot> slots_;
     std::vector<std::uint32_t> free_;
+    // Registrations alive. relaxed everywhere: only a hint for busy workers,
+    // which skip their non-blocking poll while it is 0 (a registration they
+    // miss is polled on a later tick or by the next parker).
+    std::atomic<std::size_t> registered_{0};
 
     // Buffers of the single wait()ing thread, reused (no allocation per event).
     std::vector<epoll_event> events_;

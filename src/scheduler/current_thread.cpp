@@ -5,7 +5,7 @@
 namespace aspen::detail {
 
 current_thread_scheduler::current_thread_scheduler(const config& cfg)
-    : scheduler(cfg, 1), global_queue_interval_(cfg.global_queue_interval) {}
+    : scheduler(cfg, 1), global_queue_interval_(cfg.global_queue_interval), event_interval_(cfg.event_interval) {}
 
 current_thread_scheduler::~current_thread_scheduler() { shutdown(); }
 
@@ -23,7 +23,7 @@ void current_thread_scheduler::schedule(task_header* t, schedule_kind kind) {
     // relaxed: a statistic.
     if (kind == schedule_kind::spawn) remote_spawns_.fetch_add(1, std::memory_order_relaxed);
     remote_.push(t);
-    park_.unpark();
+    io_driver().unpark();
 }
 
 void current_thread_scheduler::count_completion() noexcept {
@@ -44,7 +44,9 @@ task_header* current_thread_scheduler::take_local(task_header* want) noexcept {
 }
 
 task_header* current_thread_scheduler::next_task() {
-    if (++tick_ % global_queue_interval_ == 0 || local_.empty()) {
+    ++tick_;
+    if (tick_ % event_interval_ == 0 && io_driver().has_interest()) io_driver().poll();
+    if (tick_ % global_queue_interval_ == 0 || local_.empty()) {
         task_header* batch[64];
         std::size_t n = remote_.pop_batch(batch, 64);
         counters_.injector_pops.add(n);
@@ -67,9 +69,7 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
     while (!is_complete(root) && !stopping_.load(std::memory_order_acquire)) {
         task_header* t = next_task();
         if (!t) {
-            counters_.parks.add();
-            park_.park();
-            counters_.unparks.add();
+            idle();
             continue;
         }
         counters_.polls.add();
@@ -85,6 +85,14 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
     driving_.notify_all();
 }
 
+// Nothing to run: sleep in the driver until a wake, I/O or a timer (wakers
+// it fires run here and fill local_). A paused clock jumps to the next timer.
+void current_thread_scheduler::idle() {
+    counters_.parks.add();
+    if (!io_driver().auto_advance()) io_driver().park(std::nullopt);
+    counters_.unparks.add();
+}
+
 void current_thread_scheduler::shutdown() {
     if (on_driver()) throw std::logic_error("aspen::current_thread_runtime: shutdown from one of its own tasks");
     std::lock_guard lock(shutdown_mutex_);
@@ -92,7 +100,7 @@ void current_thread_scheduler::shutdown() {
     shut_down_ = true;
     // release: the driver that sees it sees the registry closed too.
     stopping_.store(true, std::memory_order_release);
-    park_.unpark();
+    io_driver().unpark();
     // acquire: pairs with the driver's release when it stops.
     while (driving_.load(std::memory_order_acquire)) driving_.wait(true, std::memory_order_acquire);
     cancel_all_tasks();
@@ -116,6 +124,8 @@ runtime_metrics current_thread_scheduler::metrics() const {
     m.remote_completions = remote_completions_.load(std::memory_order_relaxed);
     m.tasks_alive = m.workers[0].tasks_spawned + m.remote_spawns - m.workers[0].tasks_completed - m.remote_completions;
     m.injector_depth = remote_.len();
+    m.timers_armed = io_driver().timers_armed();
+    m.io_registrations = io_driver().io().registered();
     return m;
 }
 

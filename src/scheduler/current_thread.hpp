@@ -1,12 +1,13 @@
 // The single-threaded executor behind current_thread_runtime: tasks run on
 // the thread inside block_on, in FIFO order (so yield_now goes behind all
 // ready work by construction). Wakes from other threads go through a locked
-// injector and unpark the driving thread.
+// injector and unpark the driving thread, which sleeps in the I/O driver
+// (so it also serves timers and sockets; busy, it polls the driver every
+// event_interval ticks).
 #pragma once
 
 #include "scheduler/injector.hpp"
 #include "scheduler/multi_thread.hpp"
-#include "scheduler/park.hpp"
 #include "scheduler/scheduler.hpp"
 
 #include <atomic>
@@ -31,12 +32,13 @@ public:
 private:
     bool on_driver() const noexcept;
     task_header* next_task();
+    void idle();
     bool drain_queues() override;
 
     std::uint32_t global_queue_interval_;
+    std::uint32_t event_interval_;
     std::deque<task_header*> local_;  // driver thread only
     injector<task_header> remote_;
-    parker park_;
     std::atomic<bool> driving_{false};
     std::atomic<bool> stopping_{false};
     std::uint64_t tick_ = 0;

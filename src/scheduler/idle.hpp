@@ -27,6 +27,7 @@
 // variant spin must catch.)
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -79,6 +80,29 @@ public:
         std::uint64_t prev = state_.fetch_sub(pack(1, was_searching ? 1 : 0), std::memory_order_seq_cst);
         sleepers_.push_back(worker);
         return was_searching && searching(prev) == 1;
+    }
+
+    // A parked worker woke by itself (its driver park returned on I/O or a
+    // timer): if it is still listed as a sleeper it takes itself off the
+    // list and counts itself unparked and searching, as worker_to_notify
+    // would have, and returns true. False: a notifier already took it off
+    // and counted it, and its unpark is on the way; the caller must consume
+    // that unpark (park once more), or it would later end a park that nobody
+    // counted.
+    bool unpark_self(std::size_t worker) {
+        std::lock_guard lock(mutex_);
+        auto it = std::find(sleepers_.begin(), sleepers_.end(), worker);
+        if (it == sleepers_.end()) return false;
+        sleepers_.erase(it);
+        // seq_cst: as in worker_to_notify (a searcher joins the total order).
+        state_.fetch_add(pack(1, 1), std::memory_order_seq_cst);
+        return true;
+    }
+
+    // Every worker is parked (a snapshot).
+    bool all_parked() const noexcept {
+        // seq_cst: cheap here, and keeps this load in the one total order.
+        return unparked(state_.load(std::memory_order_seq_cst)) == 0;
     }
 
     // Removes every sleeper (shutdown); returns them.

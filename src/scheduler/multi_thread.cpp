@@ -34,6 +34,7 @@ multi_thread_scheduler::worker::worker(multi_thread_scheduler& s, std::size_t i,
       queue(capacity),
       rng(0x9E3779B97F4A7C15ull * (i + 1) | 1),
       ticks_to_injector(s.cfg_.global_queue_interval),
+      ticks_to_event(s.cfg_.event_interval),
       batch(capacity / 2 + 1) {}
 
 multi_thread_scheduler::multi_thread_scheduler(const config& cfg)
@@ -115,7 +116,7 @@ void multi_thread_scheduler::push_local(worker& w, task_header* t) {
 }
 
 void multi_thread_scheduler::notify_one() {
-    if (auto i = idle_.worker_to_notify()) workers_[*i]->park.unpark();
+    if (auto i = idle_.worker_to_notify()) workers_[*i]->park.unpark(io_driver());
 }
 
 void multi_thread_scheduler::notify_if_work_pending() {
@@ -150,6 +151,10 @@ void multi_thread_scheduler::run(worker& w) {
 }
 
 task_header* multi_thread_scheduler::next_task(worker& w) {
+    if (--w.ticks_to_event == 0) {
+        w.ticks_to_event = cfg_.event_interval;
+        poll_driver();
+    }
     // A countdown, not tick % interval: no division on every task.
     if (--w.ticks_to_injector == 0) {
         w.ticks_to_injector = cfg_.global_queue_interval;
@@ -239,10 +244,47 @@ void multi_thread_scheduler::park(worker& w) {
     w.searching = false;
     if (last_searcher) notify_if_work_pending();  // may pick this very worker
     w.counters.parks.add();
-    w.park.park();
+    if (try_take_driver()) {
+        bool notified = park_on_driver(w);
+        release_driver();
+        // Woken by I/O or a timer, not by a notifier: count ourselves back,
+        // or take the notifier's unpark that is on its way (a futex park
+        // that ends at once or very soon).
+        if (!notified && !idle_.unpark_self(w.index)) w.park.park();
+    } else {
+        // A paused clock advances only when every worker is idle; the
+        // driver's holder checked that before we parked: make it look again.
+        if (io_driver().is_paused() && idle_.all_parked()) io_driver().unpark();
+        w.park.park();
+    }
     w.counters.unparks.add();
-    // Whoever woke us counted us as unparked and searching.
+    // Whoever woke us (maybe we) counted us as unparked and searching.
     w.searching = true;
+}
+
+// True if an unpark() ended the park. Wakers fired by the driver run here,
+// on this worker: their tasks land in its next slot and ring.
+bool multi_thread_scheduler::park_on_driver(worker& w) {
+    driver& d = io_driver();
+    if (d.is_paused() && idle_.all_parked() && d.auto_advance()) return false;
+    return w.park.park_on_driver(d);
+}
+
+void multi_thread_scheduler::poll_driver() {
+    if (!io_driver().has_interest() || !try_take_driver()) return;
+    io_driver().poll();
+    release_driver();
+}
+
+bool multi_thread_scheduler::try_take_driver() noexcept {
+    // relaxed pre-check: skip the RMW while another worker holds it.
+    // acquire: the previous holder's driver state (buffers) becomes ours.
+    return !driver_taken_.load(std::memory_order_relaxed) && !driver_taken_.exchange(true, std::memory_order_acquire);
+}
+
+void multi_thread_scheduler::release_driver() noexcept {
+    // release: hand the driver's state to the next holder.
+    driver_taken_.store(false, std::memory_order_release);
 }
 
 // ---- blocking, shutdown, metrics -------------------------------------------------
@@ -257,7 +299,7 @@ void multi_thread_scheduler::shutdown() {
     // release: workers that see it also see everything before it.
     stopping_.store(true, std::memory_order_release);
     idle_.take_all_sleepers();
-    for (auto& w : workers_) w->park.unpark();
+    for (auto& w : workers_) w->park.unpark(io_driver());
     for (auto& w : workers_) w->thread.join();
     cancel_all_tasks();
 }
@@ -286,6 +328,8 @@ runtime_metrics multi_thread_scheduler::metrics() const {
     worker_metrics t = m.total();
     m.tasks_alive = t.tasks_spawned + m.remote_spawns - t.tasks_completed - m.remote_completions;
     m.injector_depth = injector_.len();
+    m.timers_armed = io_driver().timers_armed();
+    m.io_registrations = io_driver().io().registered();
     return m;
 }
 

@@ -11,6 +11,10 @@
 //   the next slot (at most max_next_slot_runs in a row), the ring (newest
 //   first), a batch from the injector, then as a searcher the oldest half of
 //   random victims' rings, then it parks (idle.hpp has the protocol).
+// Parking: the first worker to park takes the I/O driver and sleeps in
+// epoll_wait (until I/O, the next timer or an unpark through the eventfd);
+// the others sleep on their futex. Busy workers poll the driver without
+// blocking every event_interval ticks. (park.hpp has the token protocol.)
 #pragma once
 
 #include "scheduler/idle.hpp"
@@ -69,6 +73,7 @@ private:
         parker park;
         std::uint64_t rng;            // xorshift state, per worker
         std::uint32_t ticks_to_injector;  // next injector-first check
+        std::uint32_t ticks_to_event;     // next non-blocking driver poll
         std::uint32_t next_runs = 0;
         bool searching = false;
         std::vector<task_header*> batch;  // injector batch buffer
@@ -83,6 +88,10 @@ private:
     void found_work(worker& w);
     void run_task(worker& w, task_header* t);
     void park(worker& w);
+    bool park_on_driver(worker& w);
+    void poll_driver();
+    bool try_take_driver() noexcept;
+    void release_driver() noexcept;
     void push_local(worker& w, task_header* t);
     void notify_one();
     void notify_if_work_pending();
@@ -95,6 +104,9 @@ private:
     injector<task_header> injector_;
     idle_state idle_;
     std::atomic<bool> stopping_{false};
+    // Held by the one worker that parks on or polls the driver (a try-lock:
+    // nobody ever waits for it).
+    std::atomic<bool> driver_taken_{false};
     std::atomic<std::uint64_t> remote_spawns_{0};
     std::atomic<std::uint64_t> remote_completions_{0};
     std::mutex shutdown_mutex_;

@@ -3,6 +3,7 @@
 // handler for exceptions nobody will observe.
 #pragma once
 
+#include "io/driver.hpp"
 #include "scheduler/registry.hpp"
 
 #include <aspen/config.hpp>
@@ -49,6 +50,9 @@ public:
     // only once it is taken.
     virtual task_header* take_local(task_header* want) noexcept = 0;
     task_registry& registry() noexcept { return registry_; }
+    // The runtime's I/O and time driver (timers, sockets).
+    driver& io_driver() noexcept { return driver_; }
+    const driver& io_driver() const noexcept { return driver_; }
     // Accepts a new task or refuses it once shutdown began. A task spawned
     // from outside is registered now (under the registry lock, so it is
     // either swept by shutdown or refused); one spawned by this scheduler's
@@ -80,6 +84,9 @@ protected:
     }
 
 private:
+    // First member: destroyed last, after shutdown destroyed every task
+    // (whose timers and sockets deregister from it).
+    driver driver_;
     task_registry registry_;
     std::function<void(std::exception_ptr)> handler_;
     std::uint32_t coop_budget_;

@@ -7,6 +7,7 @@
 // joiner woken iff registered); `bash spec/run.sh` runs it.
 #include "scheduler/scheduler.hpp"
 
+#include <aspen/coop.hpp>
 #include <aspen/errors.hpp>
 
 #include <cassert>
@@ -182,9 +183,11 @@ bool coop_try_consume() noexcept {
     return true;
 }
 
-void yield_current(std::coroutine_handle<> h) noexcept {
+void yield_current(std::coroutine_handle<> h) noexcept { yield_on_leaf(h, nullptr, nullptr); }
+
+void yield_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept {
     task_header* t = tls_context.current;
-    suspend_on_leaf(h, nullptr, nullptr);
+    suspend_on_leaf(h, leaf, poll);
     t->yield_requested = true;
     waker_wake_by_ref(t);  // RUNNING: sets NOTIFIED, re-queued after the poll
 }
@@ -465,6 +468,7 @@ poll_outcome poll_task(task_header* t) noexcept {
 // ---- scheduler base -----------------------------------------------------------
 scheduler::scheduler(const config& cfg, std::size_t registry_shards)
     : registry_(registry_shards), handler_(cfg.unhandled_exception_handler), coop_budget_(cfg.coop_budget) {
+    if (cfg.start_paused) driver_.pause();
     std::lock_guard lock(live_schedulers_mutex);
     live_schedulers().insert(this);
 }
