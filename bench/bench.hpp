@@ -45,6 +45,11 @@ workload spawn_many_local_workload();
 workload spawn_many_remote_workload();
 workload yield_many_workload();
 workload chained_spawn_workload();
+workload sleep_many_workload();
+
+// A line printed under the table (the last one per key wins): for what a
+// workload measures besides its time.
+void note(const std::string& key, const std::string& line);
 
 // fib(n) on aspen, spawning fib(n-1) at every level (also used by the
 // peak-RSS child process in main.cpp).

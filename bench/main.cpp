@@ -23,6 +23,20 @@
 #include <vector>
 
 namespace {
+std::vector<std::pair<std::string, std::string>> notes;  // key, line; in first-seen order
+}  // namespace
+
+void bench::note(const std::string& key, const std::string& line) {
+    for (auto& [k, l] : notes) {
+        if (k == key) {
+            l = line;
+            return;
+        }
+    }
+    notes.emplace_back(key, line);
+}
+
+namespace {
 
 using bench::workload;
 
@@ -56,7 +70,8 @@ std::vector<workload> all_workloads() {
             bench::spawn_many_local_workload(),
             bench::spawn_many_remote_workload(),
             bench::yield_many_workload(),
-            bench::chained_spawn_workload()};
+            bench::chained_spawn_workload(),
+            bench::sleep_many_workload()};
 }
 
 void usage(std::FILE* out, const char* argv0) {
@@ -373,6 +388,7 @@ int main(int argc, char** argv) {
                     max_workers == 1 ? "" : "s", static_cast<double>(*rss_kib) / 1024.0);
     else if (rss_failed)
         std::printf("aspen fib(35) peak RSS: FAILED (see stderr)\n");
+    for (const auto& [key, line] : notes) std::printf("%s\n", line.c_str());
 
     if (!all_ok) std::printf("\nSOME CHECKS FAILED\n");
     return all_ok ? 0 : 1;
