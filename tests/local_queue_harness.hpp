@@ -144,9 +144,13 @@ private:
     std::vector<fiber> fibers_;
     ucontext_t main_{};
     int current_ = -1;
+#if defined(ASPEN_TSAN)
     void* main_tsan_ = nullptr;
+#endif
+#if defined(LQH_ASAN)
     const void* main_bottom_ = nullptr;
     std::size_t main_size_ = 0;
+#endif
 };
 
 // The one harness running on this thread (the stepped atomics find it here).
