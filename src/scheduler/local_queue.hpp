@@ -498,20 +498,20 @@ private:
                                            std::memory_order_acquire);
     }
 
+#if defined(ASPEN_TSAN)
     // Same interface as std::atomic<T*>, but a plain pointer, so that TSan
     // checks every slot access is ordered by the word (see the top comment).
     // Only with the production atomics: stepped slots stay steps.
-#if defined(ASPEN_TSAN)
-    static constexpr bool plain_slots = std::is_same_v<Atomics, std_atomics>;
-#else
-    static constexpr bool plain_slots = false;
-#endif
     struct checked_slot {
         T* value = nullptr;
         T* load(std::memory_order) const noexcept { return value; }
         void store(T* v, std::memory_order) noexcept { value = v; }
     };
-    using slot_type = std::conditional_t<plain_slots, checked_slot, typename Atomics::template atomic<T*>>;
+    using slot_type = std::conditional_t<std::is_same_v<Atomics, std_atomics>, checked_slot,
+                                         typename Atomics::template atomic<T*>>;
+#else
+    using slot_type = typename Atomics::template atomic<T*>;
+#endif
 
     // Read-mostly fields, on their own cache line (word_ is aligned away).
     const std::uint32_t cap_;
