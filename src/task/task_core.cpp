@@ -16,8 +16,8 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
-#include <utility>
 #include <unordered_set>
+#include <utility>
 
 namespace aspen::detail {
 
