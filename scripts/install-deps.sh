@@ -3,7 +3,7 @@
 # Idempotent: does nothing (and prints nothing) when everything is already installed.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ clang-19 libgtest-dev libgmock-dev
+packages=(cmake ninja-build g++ clang-19 libclang-rt-19-dev libgtest-dev libgmock-dev
           libbenchmark-dev libtbb-dev spin libasio-dev)
 
 missing=()

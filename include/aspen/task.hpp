@@ -27,7 +27,12 @@ struct promise_base {
     std::coroutine_handle<> continuation;
     std::exception_ptr error;
 
-    void unhandled_exception() noexcept { error = std::current_exception(); }
+    void unhandled_exception() noexcept {
+        // Also reached when a destructor throws while aspen destroys the
+        // frame (abort, shutdown): the frame and this promise are going
+        // away, nobody could observe `error`, so it is reported at once.
+        if (!report_if_destroying(std::current_exception())) error = std::current_exception();
+    }
     void rethrow_if_error() {
         if (error) std::rethrow_exception(error);
     }

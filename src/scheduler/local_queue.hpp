@@ -197,11 +197,30 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 
 namespace aspen::detail {
 
-template <class T>
+// Where local_queue gets its atomics from. Production uses std::atomic; the
+// interleaving test (tests/local_queue_interleaving_test.cpp) substitutes an
+// atomic whose every operation is a step of a deterministic scheduler, so it
+// can run the real code under chosen interleavings. The default is an alias,
+// so it compiles to exactly the code without the parameter.
+struct std_atomics {
+    template <class U>
+    using atomic = std::atomic<U>;
+};
+
+// Test-only raw view of a queue (defined by the interleaving test).
+template <class Q>
+struct local_queue_inspector;
+
+template <class T, class Atomics = std_atomics>
 class local_queue {
+    // The interleaving test reads the word and the slots between steps.
+    template <class Q>
+    friend struct local_queue_inspector;
+
 public:
     static constexpr std::uint32_t min_capacity = 2;
     static constexpr std::uint32_t max_capacity = std::uint32_t{1} << 20;
@@ -482,14 +501,16 @@ private:
 #if defined(ASPEN_TSAN)
     // Same interface as std::atomic<T*>, but a plain pointer, so that TSan
     // checks every slot access is ordered by the word (see the top comment).
+    // Only with the production atomics: stepped slots stay steps.
     struct checked_slot {
         T* value = nullptr;
         T* load(std::memory_order) const noexcept { return value; }
         void store(T* v, std::memory_order) noexcept { value = v; }
     };
-    using slot_type = checked_slot;
+    using slot_type = std::conditional_t<std::is_same_v<Atomics, std_atomics>, checked_slot,
+                                         typename Atomics::template atomic<T*>>;
 #else
-    using slot_type = std::atomic<T*>;
+    using slot_type = typename Atomics::template atomic<T*>;
 #endif
 
     // Read-mostly fields, on their own cache line (word_ is aligned away).
@@ -498,7 +519,7 @@ private:
     const std::unique_ptr<slot_type[]> slots_;
     // The one synchronisation word, alone on its cache line (the class is
     // 64-aligned so nothing else follows it on that line).
-    alignas(64) std::atomic<std::uint64_t> word_;
+    alignas(64) typename Atomics::template atomic<std::uint64_t> word_;
 };
 
 }  // namespace aspen::detail

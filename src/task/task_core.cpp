@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 #include <unordered_set>
+#include <utility>
 
 namespace aspen::detail {
 
@@ -94,11 +95,15 @@ void print_unobserved(std::exception_ptr e, const char* where) noexcept {
     }
 }
 
-void report(task_header* t) noexcept {
+void report(scheduler* s, std::exception_ptr e) noexcept {
     std::lock_guard lock(live_schedulers_mutex);
-    if (live_schedulers().count(t->sched)) t->sched->report_unhandled(t->error);
-    else print_unobserved(t->error, "a task whose runtime is gone");
+    if (live_schedulers().count(s)) s->report_unhandled(e);
+    else print_unobserved(e, "a task whose runtime is gone");
 }
+void report(task_header* t) noexcept { report(t->sched, t->error); }
+
+// The task whose frame cancel_running is destroying on this thread.
+thread_local task_header* destroying = nullptr;
 
 // RUNNING is ours; the root finished or the frame was destroyed by cancel.
 // Publishes the outcome, wakes the joiner, drops the life and poll refs.
@@ -148,7 +153,11 @@ void cancel_running(task_header* t) noexcept {
     t->cancelled_outcome = true;
     task_header* saved = tls_context.current;
     tls_context.current = nullptr;
+    // A destructor's exception is caught by the frame: report_if_destroying.
+    // (A destructor may abort another task: nested, so restore.)
+    task_header* outer = std::exchange(destroying, t);
     std::coroutine_handle<>::from_address(t->frame()).destroy();
+    destroying = outer;
     tls_context.current = saved;
     complete(t);
 }
@@ -209,6 +218,12 @@ bool is_complete(const task_header* t) noexcept {
 }
 
 bool is_cancelled_outcome(const task_header* t) noexcept { return t->cancelled_outcome; }
+
+bool report_if_destroying(std::exception_ptr e) noexcept {
+    if (destroying == nullptr) return false;
+    report(destroying->sched, std::move(e));
+    return true;
+}
 
 void spawn_root(scheduler* s, task_header* t) {
     t->spawned = true;

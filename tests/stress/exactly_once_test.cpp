@@ -1,23 +1,13 @@
-// Exactly-once under stress: random trees of spawned tasks with random
-// yields, aborts and wakes from foreign threads, at 1..16 workers and with a
-// 4-slot local queue. Every spawned task gets an id; per id we count how
-// often its body started, finished, and how often its frame was destroyed.
-// At the end, for every id: destroyed exactly once, started at most once,
-// and, unless it was aborted, started and finished exactly once.
+// Exactly-once under stress (the workload: exactly_once_workload.hpp) at
+// 1..16 workers, with the default ring and with a 4-slot one.
 #include "../test_util.hpp"
-
-#include <aspen/aspen.hpp>
+#include "exactly_once_workload.hpp"
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstdint>
-#include <memory>
-#include <mutex>
-#include <random>
 #include <sstream>
-#include <thread>
-#include <vector>
+#include <tuple>
 
 namespace {
 
@@ -29,190 +19,17 @@ constexpr std::uint32_t total_tasks = 100'000;
 constexpr std::uint32_t total_tasks = 10'000'000;
 #endif
 
-struct counters {
-    explicit counters(std::uint32_t n)
-        : started(new std::atomic<std::uint8_t>[n]()),
-          finished(new std::atomic<std::uint8_t>[n]()),
-          destroyed(new std::atomic<std::uint8_t>[n]()),
-          aborted(new std::atomic<std::uint8_t>[n]()) {}
-    std::unique_ptr<std::atomic<std::uint8_t>[]> started, finished, destroyed, aborted;
-    std::atomic<std::uint32_t> next_id{0};
-};
-
-// Wakes parked tasks from a foreign thread, in batches, at random moments.
-class foreign_waker {
-public:
-    foreign_waker() : thread_([this] { run(); }) {}
-    ~foreign_waker() {
-        stop_.store(true, std::memory_order_release);
-        thread_.join();
-    }
-    // A poll_fn that is pending until the foreign thread has woken it once.
-    auto wait() {
-        auto state = std::make_shared<std::atomic<bool>>(false);
-        return aspen::poll_fn([this, state, registered = false](aspen::context& cx) mutable -> aspen::poll<int> {
-            if (state->load(std::memory_order_acquire)) return aspen::ready(1);
-            if (!registered) {
-                registered = true;
-                std::lock_guard l(mutex_);
-                pending_.push_back({state, cx.waker()});
-            }
-            return aspen::pending;
-        });
-    }
-
-private:
-    struct entry {
-        std::shared_ptr<std::atomic<bool>> state;
-        aspen::waker waker;
-    };
-    void run() {
-        std::mt19937 rng(7);
-        while (!stop_.load(std::memory_order_acquire)) {
-            std::vector<entry> batch;
-            {
-                std::lock_guard l(mutex_);
-                batch.swap(pending_);
-            }
-            for (auto& e : batch) {
-                e.state->store(true, std::memory_order_release);
-                if (rng() % 2) e.waker.wake_by_ref();
-                e.waker.wake();
-            }
-            if (batch.empty()) std::this_thread::sleep_for(50us);
-        }
-        std::lock_guard l(mutex_);
-        for (auto& e : pending_) {
-            e.state->store(true, std::memory_order_release);
-            e.waker.wake();
-        }
-    }
-    std::mutex mutex_;
-    std::vector<entry> pending_;
-    std::atomic<bool> stop_{false};
-    std::thread thread_;
-};
-
-struct destroy_mark {
-    counters* c;
-    std::uint32_t id;
-    destroy_mark(counters* cc, std::uint32_t i) : c(cc), id(i) {}
-    destroy_mark(destroy_mark&& o) noexcept : c(std::exchange(o.c, nullptr)), id(o.id) {}
-    ~destroy_mark() {
-        if (c) c->destroyed[id].fetch_add(1, std::memory_order_relaxed);
-    }
-};
-
-// 8 bytes of state: frames stay small even with millions alive.
-struct splitmix {
-    std::uint64_t x;
-    std::uint64_t operator()() {
-        std::uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-};
-
-// Trees are at most max_depth deep (at most 4^6 nodes); the root keeps at
-// most 64 trees in flight, so memory stays bounded whatever the order.
-constexpr int max_depth = 6;
-
-struct stress {
-    counters& c;
-    foreign_waker& fw;
-
-    // Claims an id for a new task, or none when the budget is used up.
-    bool claim(std::uint32_t& id) {
-        id = c.next_id.fetch_add(1, std::memory_order_relaxed);
-        return id < total_tasks;
-    }
-
-    aspen::task<void> node(destroy_mark mark, std::uint64_t seed, int depth) {
-        std::uint32_t id = mark.id;
-        c.started[id].fetch_add(1, std::memory_order_relaxed);
-        splitmix rng{seed};
-        if (rng() % 8 == 0) co_await aspen::yield_now();
-        if (rng() % 64 == 0) co_await fw.wait();
-        int children = depth < max_depth ? static_cast<int>(rng() % 5) : 0;
-        std::vector<aspen::join_handle<void>> hs;
-        for (int i = 0; i < children; ++i) {
-            std::uint32_t child;
-            if (!claim(child)) break;
-            auto h = aspen::spawn(node(destroy_mark(&c, child), rng(), depth + 1));
-            switch (rng() % 16) {
-                case 0:
-                    h.detach();
-                    break;
-                case 1:
-                    c.aborted[child].store(1, std::memory_order_relaxed);
-                    h.abort();
-                    hs.push_back(std::move(h));
-                    break;
-                default:
-                    hs.push_back(std::move(h));
-            }
-        }
-        for (auto& h : hs) {
-            try {
-                co_await h;
-            } catch (const aspen::task_cancelled&) {
-            }
-        }
-        c.finished[id].fetch_add(1, std::memory_order_relaxed);
-    }
-
-    // Keeps planting trees until the id budget is spent.
-    aspen::task<void> root() {
-        splitmix rng{42};
-        std::vector<aspen::join_handle<void>> trees;
-        std::uint32_t id;
-        while (claim(id)) {
-            trees.push_back(aspen::spawn(node(destroy_mark(&c, id), rng(), 0)));
-            if (trees.size() >= 64) {
-                for (auto& h : trees) co_await h;
-                trees.clear();
-            }
-        }
-        for (auto& h : trees) co_await h;
-    }
-};
-
 void run_stress(std::size_t workers, std::uint32_t capacity) {
-    counters c(total_tasks);
-    {
-        foreign_waker fw;
-        aspen::config cfg;
-        cfg.workers = workers;
-        cfg.local_queue_capacity = capacity;
-        aspen::runtime rt(cfg);
-        stress s{c, fw};
-        aspen_test::within(600s, "exactly-once stress", [&] {
-            rt.block_on(s.root());
-            // Detached subtrees may still run: wait until none is alive.
-            while (rt.metrics().tasks_alive != 0) std::this_thread::sleep_for(1ms);
-        });
-    }
-    std::uint64_t started = 0, finished = 0, aborted = 0;
-    for (std::uint32_t id = 0; id < total_tasks; ++id) {
-        unsigned s = c.started[id].load(), f = c.finished[id].load(), d = c.destroyed[id].load();
-        bool a = c.aborted[id].load();
-        ASSERT_EQ(d, 1u) << "task " << id << " frame destroyed " << d << " times";
-        ASSERT_LE(s, 1u) << "task " << id << " started " << s << " times";
-        ASSERT_LE(f, s) << "task " << id;
-        if (!a) {
-            ASSERT_EQ(s, 1u) << "task " << id << " (not aborted) never ran";
-            ASSERT_EQ(f, 1u) << "task " << id << " (not aborted) did not finish";
-        }
-        started += s;
-        finished += f;
-        aborted += a;
-    }
-    // Totals: every id was used, every non-aborted task ran.
-    EXPECT_GE(c.next_id.load(), total_tasks);
-    EXPECT_GE(started, total_tasks - aborted);
-    EXPECT_GE(finished, total_tasks - aborted);
-    EXPECT_GT(aborted, 0u);
+    aspen::config cfg;
+    cfg.workers = workers;
+    cfg.local_queue_capacity = capacity;
+    exactly_once::report r;
+    aspen_test::within(600s, "exactly-once stress", [&] { r = exactly_once::run(cfg, total_tasks); });
+    ASSERT_EQ(r.first_error, "");
+    // Every non-aborted task ran; some were aborted.
+    EXPECT_GE(r.started, total_tasks - r.aborted);
+    EXPECT_GE(r.finished, total_tasks - r.aborted);
+    EXPECT_GT(r.aborted, 0u);
 }
 
 class ExactlyOnce : public ::testing::TestWithParam<std::tuple<std::size_t, std::uint32_t>> {};

@@ -169,6 +169,10 @@ void ref_dec(task_header* t) noexcept;
 bool is_complete(const task_header* t) noexcept;
 bool is_cancelled_outcome(const task_header* t) noexcept;
 void abort_task(task_header* t) noexcept;
+// Called by a frame's unhandled_exception: true (and the exception went to
+// the runtime's unhandled_exception_handler) when this thread is destroying
+// a cancelled task's frame, i.e. a destructor threw during abort/shutdown.
+bool report_if_destroying(std::exception_ptr e) noexcept;
 // Registers the joiner's waker; false when the task is already complete.
 bool register_join_waker(task_header* t, const aspen::waker& w);
 // The join handle goes away: clears JOIN_INTEREST and drops its ref;
