@@ -303,7 +303,11 @@ private:
     // Awaits every child; the first exception aborts the rest and is returned.
     task<std::exception_ptr> join_children() {
         try {
-            while (co_await set_.next()) {
+            // Not `while (co_await set_.next())`: g++ 12 hangs on a co_await
+            // used as a plain while condition in a task awaited inline.
+            for (;;) {
+                std::optional<std::monostate> child = co_await set_.next();
+                if (!child) break;
             }
         } catch (...) {
             co_return std::current_exception();
