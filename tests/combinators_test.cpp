@@ -404,6 +404,57 @@ TEST_P(Combinators, SelectLoserForwardsAPickedNotification) {
     EXPECT_EQ(r, 0);
 }
 
+// A losing lock() that was handed the lock passes it on; a losing send()
+// that was granted a room passes the room on and sends nothing. Each round
+// the lock is released and a message received in the same instant as the
+// event is set, so the losers are often already granted.
+aspen::task<void> unlock_recv_and_set(aspen::mutex_guard g, aspen::mpsc_receiver<int>* rx, std::vector<int>* got,
+                                      aspen::event* e) {
+    co_await aspen::yield_now();
+    g.unlock();
+    if (std::optional<int> v = rx->try_recv()) got->push_back(*v);
+    e->set();
+}
+aspen::task<int> select_lock_and_send_body(int rounds) {
+    aspen::mutex m;
+    auto [tx, rx] = aspen::mpsc_channel<int>(1);
+    constexpr int filler = 1000000;
+    std::vector<int> got;  // one task at a time touches it (handed over by awaits)
+    std::vector<int> won;  // the rounds whose send won
+    (void)tx.try_send(filler);  // keep the channel full: a send must wait for a room
+    for (int i = 0; i < rounds; ++i) {
+        aspen::event e1, e2;
+        auto h = aspen::spawn(unlock_recv_and_set(co_await m.lock(), &rx, &got, &e1));
+        {
+            auto r = co_await aspen::select(m.lock(), e1.wait());
+            if (r.index == 0 && !std::get<0>(r.value).owns_lock()) co_return -1;
+        }  // a winning guard unlocks here; a losing lock() passed the lock on
+        co_await h;
+        if (tx.try_send(filler).has_value() && rx.size() == 0) co_return -2;  // refill
+        auto h2 = aspen::spawn(unlock_recv_and_set(co_await m.lock(), &rx, &got, &e2));
+        auto r2 = co_await aspen::select(tx.send(i), e2.wait());
+        if (r2.index == 0) {
+            if (std::get<0>(r2.value).has_value()) co_return -3;  // never closed here
+            won.push_back(i);
+        }
+        co_await h2;
+        (void)tx.try_send(filler);  // refill if a room is free
+    }
+    while (std::optional<int> v = rx.try_recv()) got.push_back(*v);
+    // No room leaked by a losing send: the empty channel takes one now.
+    if (tx.try_send(filler).has_value()) co_return -4;
+    // No lock leaked by a losing lock().
+    if (!m.try_lock() || m.waiter_count() != 0) co_return -5;
+    std::vector<int> sent_values;
+    for (int v : got)
+        if (v != filler) sent_values.push_back(v);
+    co_return sent_values == won ? 0 : 1;  // each winning send once, in order; no loser's value
+}
+
+TEST_P(Combinators, SelectLoserPassesALockAndARoomOn) {
+    EXPECT_EQ(run_on(GetParam(), select_lock_and_send_body(stress_rounds), "select lock/send"), 0);
+}
+
 aspen::task<int> select_mixed_body() {
     auto [tx, rx] = aspen::oneshot_channel<std::string>();
     aspen::event e;
