@@ -172,7 +172,12 @@ aspen::task<int> run_until_body() {
     if (x.has_value() || alive.load() != 0) co_return 3;
     std::optional<std::monostate> y =
         co_await aspen::cancellation_token().run_until_cancelled([]() -> aspen::task<void> { co_return; }());
-    co_return y.has_value() ? 0 : 4;
+    if (!y.has_value()) co_return 4;
+    // The task keeps its own copy of the token: awaiting it after the token
+    // is gone is fine.
+    auto later = aspen::cancellation_token().run_until_cancelled(quick(3));
+    std::optional<int> z = co_await later;
+    co_return z == 3 ? 0 : 5;
 }
 
 TEST_P(Cancellation, RunUntilCancelled) {

@@ -108,18 +108,21 @@ namespace detail {
 task<bool> complete_or_cancelled(task_header* t, const cancellation_token& token);
 }  // namespace detail
 
+namespace detail {
+// Takes the token by value: the returned task may be awaited after the
+// token it came from is gone.
 template <class T>
-task<std::optional<detail::or_monostate<T>>> cancellation_token::run_until_cancelled(task<T> t) const {
-    using R = std::optional<detail::or_monostate<T>>;
-    if (is_cancelled()) co_return R();
+task<std::optional<or_monostate<T>>> run_until_cancelled(cancellation_token token, task<T> t) {
+    using R = std::optional<or_monostate<T>>;
+    if (token.is_cancelled()) co_return R();
     join_handle<T> h = spawn(std::move(t));
-    detail::on_exit abort_left([&] { h.abort(); });
-    if (!co_await detail::complete_or_cancelled(h.header(), *this)) {
+    on_exit abort_left([&] { h.abort(); });
+    if (!co_await complete_or_cancelled(h.header(), token)) {
         h.abort();
-        detail::task_header* child = h.header();
-        co_await detail::first_complete(&child, 1);
-        if (detail::is_cancelled_outcome(h.header())) {
-            co_await detail::drain(h);
+        task_header* child = h.header();
+        co_await first_complete(&child, 1);
+        if (is_cancelled_outcome(h.header())) {
+            co_await drain(h);
             co_return R();
         }
     }
@@ -129,6 +132,12 @@ task<std::optional<detail::or_monostate<T>>> cancellation_token::run_until_cance
     } else {
         co_return R(co_await h);
     }
+}
+}  // namespace detail
+
+template <class T>
+task<std::optional<detail::or_monostate<T>>> cancellation_token::run_until_cancelled(task<T> t) const {
+    return detail::run_until_cancelled(*this, std::move(t));
 }
 
 }  // namespace aspen

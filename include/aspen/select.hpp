@@ -38,7 +38,8 @@
 // and `await_resume()`: every sync awaitable (aspen/sync/*), the
 // cancelled() of a cancellation_token, join_set::next(), poll_fn, and
 // select itself. A future timer (sleep) awaitable joins by providing the
-// same two members.
+// same two members. A join_handle is not an operation (yet): use when_any
+// for tasks, or join_set::next().
 //
 // Rules: pass the operations as temporaries, in the co_await expression
 // itself (select(rx.recv(), ...)): select keeps references to them, and a
