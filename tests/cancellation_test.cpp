@@ -129,13 +129,7 @@ aspen::task<int> aborted_waiters_body(int n) {
     std::vector<aspen::join_handle<void>> hs;
     for (int i = 0; i < n; ++i) hs.push_back(aspen::spawn(wait_forever(t, &alive)));
     while (t.waiter_count() != static_cast<std::size_t>(n)) co_await aspen::yield_now();
-    for (auto& h : hs) h.abort();
-    for (auto& h : hs) {
-        try {
-            co_await h;
-        } catch (const aspen::task_cancelled&) {
-        }
-    }
+    for (auto& h : hs) co_await aspen_test::abort_and_join(h);
     // Nothing left behind: no queued waiter, and cancel() after them is fine.
     if (t.waiter_count() != 0 || alive.load() != 0) co_return 1;
     t.cancel();

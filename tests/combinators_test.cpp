@@ -136,11 +136,7 @@ aspen::task<int> abort_caller_body() {
     auto h = aspen::spawn(await_all_forever(&never, &alive, &started));
     co_await started.wait();
     while (alive.load() != 2) co_await aspen::yield_now();
-    h.abort();
-    try {
-        co_await h;
-    } catch (const aspen::task_cancelled&) {
-    }
+    co_await aspen_test::abort_and_join(h);
     // The operands were waiting: aborting them destroyed them at once.
     co_return alive.load();
 }

@@ -260,11 +260,7 @@ aspen::task<int> scope_aborted_body() {
     std::atomic<int> alive{0}, ready{0};
     auto h = aspen::spawn(scope_forever(&never, &alive, &ready));
     while (ready.load() == 0 || alive.load() != 10) co_await aspen::yield_now();
-    h.abort();
-    try {
-        co_await h;
-    } catch (const aspen::task_cancelled&) {
-    }
+    co_await aspen_test::abort_and_join(h);
     co_return alive.load();
 }
 

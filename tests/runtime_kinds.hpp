@@ -47,6 +47,16 @@ T run_on(int kind, aspen::task<T> t, const char* what) {
     if constexpr (!std::is_void_v<T>) return std::move(*out);
 }
 
+// Aborts h's task and waits until it is gone (task_cancelled expected).
+template <class T>
+aspen::task<void> abort_and_join(aspen::join_handle<T>& h) {
+    h.abort();
+    try {
+        (void)co_await h;
+    } catch (const aspen::task_cancelled&) {
+    }
+}
+
 // Counts live objects: a task holding one is still running (or its frame
 // is not destroyed yet).
 struct alive_token {
