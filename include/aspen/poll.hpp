@@ -90,6 +90,8 @@ public:
         if (error_) std::rethrow_exception(error_);
         return result_->take();
     }
+    // Lets aspen::select poll this function as one of its branches.
+    bool poll_as_branch(context& cx) noexcept { return poll_thunk(this, cx); }
 
 private:
     // A re-poll runs on the worker, outside the coroutine: an exception is

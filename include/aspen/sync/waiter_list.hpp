@@ -14,7 +14,8 @@
 //   not move once awaited (it is registered by address), so awaitables are
 //   neither copyable nor movable; they are returned as prvalues and live in
 //   the awaiting coroutine's frame. An exception thrown by poll is rethrown
-//   from await_resume, in the awaiting task.
+//   from await_resume, in the awaiting task. poll_as_branch lets aspen::select
+//   poll several leaves inside one task.
 #pragma once
 
 #include <aspen/detail/task_header.hpp>
@@ -135,6 +136,12 @@ public:
     void await_suspend(std::coroutine_handle<> h) noexcept {
         detail::suspend_on_leaf(h, static_cast<leaf_awaitable*>(this), &thunk);
     }
+
+    // For combinators that wait on several leaves with one task's waker
+    // (aspen::select): polls this leaf without awaiting it. True when ready;
+    // then await_resume gives the outcome. A leaf never completed this way
+    // is simply destroyed, and its destructor gives up its place.
+    bool poll_as_branch(aspen::context& cx) noexcept { return thunk(this, cx); }
 
 protected:
     ~leaf_awaitable() = default;

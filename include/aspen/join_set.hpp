@@ -1,0 +1,342 @@
+// join_set<T> and task_group: many child tasks owned by one task.
+//
+//   aspen::join_set<int> set;
+//   for (int i = 0; i < n; ++i) set.spawn(work(i));
+//   while (std::optional<int> v = co_await set.next()) use(*v);  // completion order
+//
+//   int total = co_await aspen::task_group::scope([&](aspen::task_group& g) -> aspen::task<int> {
+//       g.spawn(part(1));
+//       g.spawn(part(2));
+//       co_return 0;
+//   });   // returns only after every child has finished
+//
+// join_set<T> (Tokio's JoinSet): spawn(task) starts a child on the
+// runtime of the calling task; `co_await next()` gives the result of the
+// next child to finish, in completion order: the value (std::monostate for
+// void), the child's exception rethrown, or nullopt when no child is left.
+// abort_all() aborts every child: they are no longer in the set (size() is
+// 0, next() gives nullopt), and each stops at its next suspension point.
+// `co_await shutdown()` aborts every child and waits until all are gone
+// (results not yet taken are dropped). Destroying the set aborts every
+// child without waiting (a destructor cannot wait), like dropping a JoinSet.
+//
+// task_group::scope(body) runs body(group) in the calling task, then waits
+// for every child of the group, so no child outlives the call:
+// * body returns: every child is awaited; if one throws, the others are
+//   aborted and awaited, then that exception is rethrown;
+// * body throws: every child is aborted and awaited, then body's exception
+//   is rethrown.
+// Child values are dropped (pass results out through the body's captures).
+// If the task awaiting scope() is itself aborted, the children are aborted
+// but cannot be awaited: each stops at its next suspension point.
+//
+// Cancel safety: `co_await set.next()` is cancel-safe: a result is taken
+// out of the set only by the poll that completes the await, so if the task
+// is aborted or next() loses a select, no result is lost (it stays in the
+// set). A child aborted by abort_all / shutdown / the destructor loses
+// whatever it was doing, as any aborted task does.
+//
+// Rules: a set belongs to one task: spawn, next, abort_all and shutdown
+// from another task throw std::logic_error (tasks awaited inline by the
+// owner count as the owner). One next() at a time. Neither copyable nor
+// movable. Children may run on any worker; T must be move-constructible.
+#pragma once
+
+#include <aspen/detail/combinator.hpp>
+#include <aspen/join_handle.hpp>
+#include <aspen/spawn.hpp>
+#include <aspen/sync/waiter_list.hpp>
+#include <aspen/task.hpp>
+#include <aspen/waker.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace aspen {
+
+template <class T>
+class join_set;
+
+namespace detail {
+
+// What the children share with the set: finished children's outcomes, in
+// completion order, and the waker of the owner waiting in next().
+template <class T>
+struct join_set_state {
+    struct outcome {
+        std::uint64_t id;
+        std::optional<or_monostate<T>> value;
+        std::exception_ptr error;
+    };
+
+    void push(outcome&& o) {
+        aspen::waker w;
+        {
+            std::lock_guard g(lock);
+            done.push_back(std::move(o));
+            w = std::move(waiter);
+        }
+        w.wake();
+    }
+
+    std::mutex lock;
+    std::deque<outcome> done;
+    aspen::waker waiter;
+};
+
+// Runs the child inline and reports its outcome to the set. Aborted, it
+// reports nothing: the set forgot it when it aborted it.
+template <class T>
+task<void> join_set_child(std::shared_ptr<join_set_state<T>> st, std::uint64_t id, task<T> t) {
+    typename join_set_state<T>::outcome o{id, std::nullopt, nullptr};
+    try {
+        if constexpr (std::is_void_v<T>) {
+            co_await t;
+            o.value.emplace();
+        } else {
+            o.value.emplace(co_await t);
+        }
+    } catch (...) {
+        o.error = std::current_exception();
+    }
+    st->push(std::move(o));
+}
+
+}  // namespace detail
+
+// What join_set::next() returns; `co_await` it for std::optional<T>.
+template <class T>
+class [[nodiscard]] join_set_next_awaitable
+    : public detail::sync::leaf_awaitable<join_set_next_awaitable<T>> {
+public:
+    static constexpr const char* awaited_what = "aspen::join_set::next";
+    using value_type = std::optional<detail::or_monostate<T>>;
+
+    explicit join_set_next_awaitable(join_set<T>* set) noexcept : set_(set) {}
+    ~join_set_next_awaitable();
+    value_type await_resume();
+
+private:
+    friend class detail::sync::leaf_awaitable<join_set_next_awaitable>;
+    using outcome = typename detail::join_set_state<T>::outcome;
+    enum class phase : unsigned char { init, waiting, ready, done };  // owner-only
+
+    bool poll(context& cx);
+
+    join_set<T>* set_;
+    std::optional<outcome> result_;  // taken by the completing poll, handed out by await_resume
+    phase phase_ = phase::init;
+};
+
+template <class T>
+class join_set {
+public:
+    join_set() : state_(std::make_shared<detail::join_set_state<T>>()) {}
+    join_set(const join_set&) = delete;
+    join_set& operator=(const join_set&) = delete;
+    ~join_set() { abort_all_unchecked(); }
+
+    void spawn(task<T> t) {
+        check_owner("aspen::join_set::spawn");
+        std::uint64_t id = next_id_++;
+        auto [it, inserted] = live_.try_emplace(id);
+        try {
+            it->second = aspen::spawn(detail::join_set_child<T>(state_, id, std::move(t)));
+        } catch (...) {
+            live_.erase(it);
+            throw;
+        }
+    }
+
+    // co_await next() -> std::optional<T> (std::monostate for void): the next
+    // finished child's value, its exception rethrown, or nullopt if none is left.
+    join_set_next_awaitable<T> next() {
+        check_owner("aspen::join_set::next");
+        return join_set_next_awaitable<T>(this);
+    }
+
+    // Aborts every child; they leave the set at once.
+    void abort_all() {
+        check_owner("aspen::join_set::abort_all");
+        abort_all_unchecked();
+    }
+
+    // Aborts every child and waits until each one is gone.
+    task<void> shutdown() {
+        check_owner("aspen::join_set::shutdown");
+        abort_all_unchecked();
+        std::vector<join_handle<void>> gone = std::move(aborted_);
+        aborted_.clear();
+        for (auto& h : gone) co_await detail::drain(h);
+    }
+
+    // Children not yet taken by next() (finished ones included).
+    std::size_t size() const noexcept { return live_.size(); }
+    bool empty() const noexcept { return live_.empty(); }
+
+private:
+    friend class join_set_next_awaitable<T>;
+
+    void check_owner(const char* what) {
+        detail::task_header* me = detail::current_task();
+        if (!owner_) owner_ = me;
+        if (me != owner_)
+            throw std::logic_error(std::string(what) + ": a join_set belongs to one task; called from another");
+    }
+
+    void abort_all_unchecked() noexcept {
+        // Handles of children aborted earlier that have finished are dropped
+        // here, so repeated abort_all() calls do not pile them up.
+        std::erase_if(aborted_, [](const join_handle<void>& h) { return h.is_finished(); });
+        for (auto& [id, h] : live_) {
+            h.abort();
+            try {
+                aborted_.push_back(std::move(h));  // for shutdown() to wait on
+            } catch (...) {
+                // Out of memory: the child is aborted all the same; shutdown
+                // just cannot wait for this one.
+            }
+        }
+        live_.clear();
+        std::deque<typename detail::join_set_state<T>::outcome> dropped;  // destroyed outside the lock
+        std::lock_guard g(state_->lock);
+        dropped.swap(state_->done);
+    }
+
+    std::shared_ptr<detail::join_set_state<T>> state_;
+    std::unordered_map<std::uint64_t, join_handle<void>> live_;  // owner-only
+    std::vector<join_handle<void>> aborted_;                      // owner-only
+    std::uint64_t next_id_ = 0;
+    detail::task_header* owner_ = nullptr;
+};
+
+template <class T>
+bool join_set_next_awaitable<T>::poll(context& cx) {
+    if (phase_ == phase::ready || phase_ == phase::done)
+        throw std::logic_error("aspen::join_set::next: the awaitable was already awaited");
+    auto& st = *set_->state_;
+    std::lock_guard g(st.lock);
+    // Outcomes of children aborted after they reported are skipped.
+    while (!st.done.empty()) {
+        outcome o = std::move(st.done.front());
+        st.done.pop_front();
+        if (set_->live_.count(o.id)) {
+            result_.emplace(std::move(o));
+            phase_ = phase::ready;
+            return true;
+        }
+    }
+    if (set_->live_.empty()) {
+        phase_ = phase::ready;  // nothing left: nullopt
+        return true;
+    }
+    detail::sync::store_waker(st.waiter, cx);
+    phase_ = phase::waiting;
+    return false;
+}
+
+template <class T>
+typename join_set_next_awaitable<T>::value_type join_set_next_awaitable<T>::await_resume() {
+    this->rethrow_if_error();
+    phase_ = phase::done;
+    if (!result_) return std::nullopt;
+    outcome o = std::move(*result_);
+    result_.reset();
+    set_->live_.erase(o.id);  // drops the child's handle; its task has reported
+    if (o.error) std::rethrow_exception(o.error);
+    return std::move(o.value);
+}
+
+template <class T>
+join_set_next_awaitable<T>::~join_set_next_awaitable() {
+    if (phase_ == phase::waiting) {
+        aspen::waker stale;  // ours; dropped after the lock is released
+        std::lock_guard g(set_->state_->lock);
+        stale = std::move(set_->state_->waiter);
+    } else if (phase_ == phase::ready && result_) {
+        // Taken but never handed out: put it back first in line.
+        std::lock_guard g(set_->state_->lock);
+        set_->state_->done.push_front(std::move(*result_));
+    }
+}
+
+// A scope whose children cannot outlive it; made only by scope().
+class task_group {
+public:
+    task_group(const task_group&) = delete;
+    task_group& operator=(const task_group&) = delete;
+
+    // Starts a child; its value is dropped, its exception ends the scope.
+    template <class T>
+    void spawn(task<T> t) {
+        if constexpr (std::is_void_v<T>)
+            set_.spawn(std::move(t));
+        else
+            set_.spawn(drop_value(std::move(t)));
+    }
+    // Aborts every child started so far (the scope still waits for them).
+    void abort_all() { set_.abort_all(); }
+    // Children that have not finished or whose finish scope() has not seen yet.
+    std::size_t size() const noexcept { return set_.size(); }
+
+    template <class F, class R = typename std::invoke_result_t<F&, task_group&>::value_type>
+    static task<R> scope(F body);
+
+private:
+    task_group() = default;
+
+    template <class T>
+    static task<void> drop_value(task<T> t) {
+        (void)co_await t;
+    }
+
+    // Awaits every child; the first exception aborts the rest and is returned.
+    task<std::exception_ptr> join_children() {
+        try {
+            // Not `while (co_await set_.next())`: g++ 12 hangs on a co_await
+            // used as a plain while condition in a task awaited inline.
+            for (;;) {
+                std::optional<std::monostate> child = co_await set_.next();
+                if (!child) break;
+            }
+        } catch (...) {
+            co_return std::current_exception();
+        }
+        co_return nullptr;
+    }
+
+    join_set<void> set_;
+};
+
+template <class F, class R>
+task<R> task_group::scope(F body) {
+    task_group g;
+    std::optional<detail::or_monostate<R>> result;
+    std::exception_ptr error;
+    try {
+        if constexpr (std::is_void_v<R>) {
+            co_await body(g);
+            result.emplace();
+        } else {
+            result.emplace(co_await body(g));
+        }
+    } catch (...) {
+        error = std::current_exception();
+    }
+    if (!error) error = co_await g.join_children();
+    co_await g.set_.shutdown();  // aborts and awaits whatever is left
+    if (error) std::rethrow_exception(error);
+    if constexpr (!std::is_void_v<R>) co_return std::move(*result);
+}
+
+}  // namespace aspen

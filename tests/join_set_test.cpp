@@ -1,0 +1,273 @@
+// join_set and task_group: completion order, exceptions, abort_all,
+// shutdown, the destructor aborting children, the owner check, next() in a
+// select losing nothing, and task_group::scope leaving no child running
+// after it returns or throws (body error, child error), counted exactly.
+#include <aspen/aspen.hpp>
+
+#include "runtime_kinds.hpp"
+#include "test_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstddef>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using aspen_test::alive_token;
+using aspen_test::run_on;
+
+#ifdef ASPEN_SANITIZED
+constexpr int many = 2000;
+#else
+constexpr int many = 20000;
+#endif
+
+class JoinSet : public ::testing::TestWithParam<int> {};
+
+aspen::task<int> value_after_yields(int v, int yields) {
+    for (int i = 0; i < yields; ++i) co_await aspen::yield_now();
+    co_return v;
+}
+aspen::task<int> wait_value(aspen::event* e, int v, std::atomic<int>* alive) {
+    alive_token a(alive);
+    co_await e->wait();
+    co_return v;
+}
+aspen::task<int> fail_after_yield(std::string what) {
+    co_await aspen::yield_now();
+    throw std::runtime_error(what);
+}
+// Runs until aborted, yielding: on a multi-threaded runtime it is often
+// running on another worker when the abort comes.
+aspen::task<void> spin(std::atomic<int>* alive, std::atomic<int>* started) {
+    alive_token a(alive);
+    started->fetch_add(1);
+    for (;;) co_await aspen::yield_now();
+}
+
+aspen::task<long> sum_body(int n) {
+    aspen::join_set<int> set;
+    for (int i = 0; i < n; ++i) set.spawn(value_after_yields(i, i % 3));
+    if (set.size() != static_cast<std::size_t>(n)) co_return -1;
+    long sum = 0;
+    std::size_t taken = 0;
+    while (std::optional<int> v = co_await set.next()) {
+        sum += *v;
+        ++taken;
+        if (set.size() != static_cast<std::size_t>(n) - taken) co_return -2;
+    }
+    if (!set.empty() || (co_await set.next()).has_value()) co_return -3;
+    co_return sum;
+}
+
+TEST_P(JoinSet, NextGivesEveryResultOnceThenNullopt) {
+    EXPECT_EQ(run_on(GetParam(), sum_body(many), "join_set sum"), static_cast<long>(many) * (many - 1) / 2);
+}
+
+aspen::task<int> order_and_error_body() {
+    aspen::event e;
+    std::atomic<int> alive{0};
+    aspen::join_set<int> set;
+    set.spawn(wait_value(&e, 1, &alive));
+    set.spawn(value_after_yields(2, 0));
+    if (*co_await set.next() != 2) co_return 1;  // the one that can finish, first
+    set.spawn(fail_after_yield("child"));
+    try {
+        (void)co_await set.next();
+        co_return 2;
+    } catch (const std::runtime_error& ex) {
+        if (std::string(ex.what()) != "child") co_return 3;
+    }
+    e.set();
+    if (*co_await set.next() != 1) co_return 4;
+    if ((co_await set.next()).has_value()) co_return 5;
+    // void children give std::monostate.
+    aspen::join_set<void> vs;
+    vs.spawn([]() -> aspen::task<void> { co_return; }());
+    std::optional<std::monostate> m = co_await vs.next();
+    co_return m.has_value() && alive.load() == 0 ? 0 : 6;
+}
+
+TEST_P(JoinSet, CompletionOrderAndChildExceptions) {
+    EXPECT_EQ(run_on(GetParam(), order_and_error_body(), "join_set order"), 0);
+}
+
+aspen::task<int> abort_all_body(int n) {
+    std::atomic<int> alive{0}, started{0};
+    aspen::event never;
+    aspen::join_set<int> set;
+    for (int i = 0; i < n; ++i) set.spawn(wait_value(&never, i, &alive));
+    set.spawn(value_after_yields(-1, 0));
+    set.abort_all();
+    if (set.size() != 0 || (co_await set.next()).has_value()) co_return 1;
+    co_await set.shutdown();
+    if (alive.load() != 0) co_return 2;
+    // shutdown() waits for children running elsewhere too.
+    aspen::join_set<void> spinners;
+    for (int i = 0; i < 8; ++i) spinners.spawn(spin(&alive, &started));
+    while (started.load() != 8) co_await aspen::yield_now();
+    co_await spinners.shutdown();
+    if (alive.load() != 0) co_return 3;
+    // The set is usable again after shutdown.
+    spinners.spawn([]() -> aspen::task<void> { co_return; }());
+    co_return (co_await spinners.next()).has_value() ? 0 : 4;
+}
+
+TEST_P(JoinSet, AbortAllAndShutdownLeaveNoChild) {
+    EXPECT_EQ(run_on(GetParam(), abort_all_body(100), "join_set abort_all"), 0);
+}
+
+aspen::task<int> destructor_body() {
+    std::atomic<int> alive{0};
+    aspen::event never;
+    {
+        aspen::join_set<int> set;
+        for (int i = 0; i < 50; ++i) set.spawn(wait_value(&never, i, &alive));
+        while (alive.load() != 50) co_await aspen::yield_now();
+    }
+    // Waiting children are destroyed by the abort itself.
+    co_return alive.load();
+}
+
+TEST_P(JoinSet, DestructorAbortsTheChildren) {
+    EXPECT_EQ(run_on(GetParam(), destructor_body(), "join_set destructor"), 0);
+}
+
+aspen::task<void> spawn_into(aspen::join_set<int>* set) { set->spawn(value_after_yields(1, 0)); co_return; }
+
+aspen::task<int> owner_body() {
+    aspen::join_set<int> set;
+    set.spawn(value_after_yields(1, 0));
+    try {
+        co_await aspen::spawn(spawn_into(&set));
+        co_return 1;
+    } catch (const std::logic_error&) {
+    }
+    co_await spawn_into(&set);  // awaited inline: the same task, allowed
+    int n = 0;
+    while (std::optional<int> v = co_await set.next()) ++n;
+    co_return n == 2 ? 0 : 2;
+}
+
+TEST_P(JoinSet, UseFromAnotherTaskThrowsLogicError) {
+    EXPECT_EQ(run_on(GetParam(), owner_body(), "join_set owner"), 0);
+}
+
+// next() in a select against an event that fires all the time: a result
+// is never lost when next() loses.
+aspen::task<long> select_next_body(int n) {
+    aspen::join_set<int> set;
+    for (int i = 0; i < n; ++i) set.spawn(value_after_yields(i, i % 2));
+    aspen::event always;
+    always.set();
+    long sum = 0;
+    int losses = 0;
+    for (;;) {
+        auto r = co_await aspen::select(set.next(), always.wait());
+        if (r.index == 1) {
+            ++losses;
+            co_await aspen::yield_now();  // let the children run (the event never waits)
+            continue;
+        }
+        auto& v = std::get<0>(r.value);
+        if (!v) break;
+        sum += *v;
+    }
+    co_return losses > 0 ? sum : -1;
+}
+
+TEST_P(JoinSet, NextLosingASelectLosesNoResult) {
+    EXPECT_EQ(run_on(GetParam(), select_next_body(many / 10), "join_set select"),
+              static_cast<long>(many / 10) * (many / 10 - 1) / 2);
+}
+
+// ---- task_group -------------------------------------------------------------------
+
+aspen::task<void> count_after_yields(std::atomic<int>* alive, std::atomic<int>* done, int yields) {
+    alive_token a(alive);
+    for (int i = 0; i < yields; ++i) co_await aspen::yield_now();
+    done->fetch_add(1);
+}
+
+aspen::task<int> scope_ok_body(int n) {
+    std::atomic<int> alive{0}, done{0};
+    int r = co_await aspen::task_group::scope([&](aspen::task_group& g) -> aspen::task<int> {
+        for (int i = 0; i < n; ++i) g.spawn(count_after_yields(&alive, &done, i % 4));
+        g.spawn(value_after_yields(5, 1));  // a value child: its value is dropped
+        co_return 42;
+    });
+    // Every child finished before scope returned.
+    co_return (r == 42 && done.load() == n && alive.load() == 0) ? 0 : 1;
+}
+
+TEST_P(JoinSet, TaskGroupScopeReturnsAfterEveryChildFinished) {
+    EXPECT_EQ(run_on(GetParam(), scope_ok_body(many / 10), "task_group ok"), 0);
+}
+
+aspen::task<int> scope_body_throws(int spinners) {
+    std::atomic<int> alive{0}, started{0};
+    try {
+        co_await aspen::task_group::scope([&](aspen::task_group& g) -> aspen::task<void> {
+            for (int i = 0; i < spinners; ++i) g.spawn(spin(&alive, &started));
+            while (started.load() != spinners) co_await aspen::yield_now();
+            throw std::runtime_error("body");
+        });
+        co_return 1;
+    } catch (const std::runtime_error& e) {
+        if (std::string(e.what()) != "body") co_return 2;
+    }
+    co_return alive.load() == 0 ? 0 : 3;
+}
+
+TEST_P(JoinSet, TaskGroupScopeExitingByExceptionLeavesNoChildRunning) {
+    for (int i = 0; i < 20; ++i) ASSERT_EQ(run_on(GetParam(), scope_body_throws(8), "task_group body throws"), 0);
+}
+
+aspen::task<int> scope_child_throws() {
+    std::atomic<int> alive{0}, started{0};
+    try {
+        co_await aspen::task_group::scope([&](aspen::task_group& g) -> aspen::task<void> {
+            for (int i = 0; i < 4; ++i) g.spawn(spin(&alive, &started));
+            g.spawn(fail_after_yield("child"));
+            co_return;
+        });
+        co_return 1;
+    } catch (const std::runtime_error& e) {
+        if (std::string(e.what()) != "child") co_return 2;
+    }
+    co_return alive.load() == 0 ? 0 : 3;
+}
+
+TEST_P(JoinSet, TaskGroupChildErrorAbortsTheRestAndIsRethrown) {
+    for (int i = 0; i < 20; ++i) ASSERT_EQ(run_on(GetParam(), scope_child_throws(), "task_group child throws"), 0);
+}
+
+// The task awaiting scope() is aborted: its children are aborted with it.
+aspen::task<void> scope_forever(aspen::event* never, std::atomic<int>* alive, std::atomic<int>* ready) {
+    co_await aspen::task_group::scope([&](aspen::task_group& g) -> aspen::task<void> {
+        for (int i = 0; i < 10; ++i) g.spawn(wait_value(never, i, alive));
+        ready->store(1);
+        co_await never->wait();
+    });
+}
+aspen::task<int> scope_aborted_body() {
+    aspen::event never;
+    std::atomic<int> alive{0}, ready{0};
+    auto h = aspen::spawn(scope_forever(&never, &alive, &ready));
+    while (ready.load() == 0 || alive.load() != 10) co_await aspen::yield_now();
+    co_await aspen_test::abort_and_join(h);
+    co_return alive.load();
+}
+
+TEST_P(JoinSet, AbortingTheScopeOwnerAbortsItsChildren) {
+    EXPECT_EQ(run_on(GetParam(), scope_aborted_body(), "task_group owner aborted"), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, JoinSet, aspen_test::runtime_kinds, aspen_test::kind_name);
+
+}  // namespace
