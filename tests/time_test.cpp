@@ -189,6 +189,24 @@ TEST_P(TimeWorkers, IntervalMissedTickPolicies) {
     }
 }
 
+TEST_P(TimeWorkers, SelectWithASleepBranch) {
+    // A receive with a deadline: the sleep wins while nothing is sent (and
+    // the losing receive takes nothing), the receive wins once a value is
+    // there (and the losing sleep leaves no timer armed).
+    auto make = [](auto& rt) -> aspen::task<void> {
+        auto [tx, rx] = aspen::mpsc_channel<int>(4);
+        auto r1 = co_await aspen::select(rx.recv(), aspen::sleep(50ms));
+        EXPECT_EQ(r1.index, 1u);
+        EXPECT_EQ(rt.metrics().timers_armed, 0u);
+        EXPECT_FALSE(tx.try_send(7).has_value());
+        auto r2 = co_await aspen::select(rx.recv(), aspen::sleep(50ms));
+        EXPECT_EQ(r2.index, 0u);
+        EXPECT_EQ(std::get<0>(r2.value), std::optional<int>(7));
+        EXPECT_EQ(rt.metrics().timers_armed, 0u);
+    };
+    within(60s, "select with a sleep", [&] { with_runtime(GetParam(), paused(cfg_workers(GetParam())), make); });
+}
+
 TEST_P(TimeWorkers, AlwaysReadyTimersDoNotStarveOtherTasks) {
     // A task whose sleeps are always already due never waits; the coop
     // budget must still make it yield, or the flag-setter never runs (and

@@ -36,9 +36,8 @@
 //
 // What an operation is: an awaitable with `bool poll_as_branch(context&)`
 // and `await_resume()`: every sync awaitable (aspen/sync/*), the
-// cancelled() of a cancellation_token, join_set::next(), poll_fn, and
-// select itself. A future timer (sleep) awaitable joins by providing the
-// same two members. A join_handle is not an operation (yet): use when_any
+// cancelled() of a cancellation_token, join_set::next(), poll_fn, sleep /
+// sleep_until (a deadline branch), and select itself. A join_handle is not an operation (yet): use when_any
 // for tasks, or join_set::next().
 //
 // Rules: pass the operations as temporaries, in the co_await expression

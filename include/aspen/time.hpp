@@ -104,6 +104,10 @@ public:
         else detail::yield_on_leaf(h, this, &poll_thunk);
     }
     void await_resume() noexcept {}
+    // As a branch of aspen::select (a deadline beside channel operations):
+    // polled with the selecting task's waker; a losing sleep disarms its
+    // timer in its destructor.
+    bool poll_as_branch(context& cx) { return timer_.poll(cx); }
 
 private:
     static bool poll_thunk(void* self, context& cx) { return static_cast<sleep_awaitable*>(self)->timer_.poll(cx); }
