@@ -10,6 +10,7 @@
 #include <aspen/poll.hpp>
 #include <aspen/runtime.hpp>
 #include <aspen/spawn.hpp>
+#include <aspen/spawn_blocking.hpp>
 #include <aspen/sync/all.hpp>
 #include <aspen/task.hpp>
 #include <aspen/waker.hpp>
