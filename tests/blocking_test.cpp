@@ -4,6 +4,7 @@
 #include <aspen/aspen.hpp>
 
 #include "blocking/blocking_pool.hpp"
+#include "runtime_kinds.hpp"
 #include "test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -78,27 +79,7 @@ void wait_no_blocking_threads() {
     while (aspen::detail::blocking_threads_alive() != 0) std::this_thread::sleep_for(1ms);
 }
 
-// 0 = current_thread_runtime, n > 0 = runtime with n workers.
-class rt_holder {
-public:
-    explicit rt_holder(int kind, aspen::config cfg = {}) {
-        if (kind == 0) {
-            ct_ = std::make_unique<aspen::current_thread_runtime>(cfg);
-        } else {
-            cfg.workers = static_cast<std::size_t>(kind);
-            mt_ = std::make_unique<aspen::runtime>(cfg);
-        }
-    }
-    aspen::detail::runtime_base& operator*() {
-        if (mt_) return *mt_;
-        return *ct_;
-    }
-    aspen::detail::runtime_base* operator->() { return &**this; }
-
-private:
-    std::unique_ptr<aspen::runtime> mt_;
-    std::unique_ptr<aspen::current_thread_runtime> ct_;
-};
+using rt_holder = aspen_test::any_runtime;
 
 class Blocking : public ::testing::TestWithParam<int> {};
 
@@ -411,8 +392,6 @@ TEST(BlockingPool, Misuse) {
     EXPECT_EQ(ran.load(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Runtimes, Blocking, ::testing::Values(0, 1, 2, 8), [](const auto& info) {
-    return info.param == 0 ? std::string("current_thread") : "workers" + std::to_string(info.param);
-});
+INSTANTIATE_TEST_SUITE_P(Runtimes, Blocking, aspen_test::runtime_kinds(), aspen_test::runtime_kind_name);
 
 }  // namespace
