@@ -198,13 +198,9 @@ join_handle<blocking_result_t<F>> spawn_blocking_on(scheduler* s, F&& f) {
     auto* job = new blocking_job_of<Fn, R>(Fn(std::forward<F>(f)));
     // The task holds the job's first reference from here on: if spawning
     // fails, destroying its frame frees the job.
-    join_handle<R> h(nullptr);
-    {
-        task<R> t = await_blocking<Fn, R>(blocking_job_ref(job));
-        task_header* th = release_task(std::move(t));
-        spawn_root(s, th);
-        h = join_handle<R>(th);
-    }
+    task_header* th = release_task(await_blocking<Fn, R>(blocking_job_ref(job)));
+    spawn_root(s, th);
+    join_handle<R> h(th);
     // relaxed: we hold a reference; the pool's queue publishes the job.
     job->refs.fetch_add(1, std::memory_order_relaxed);
     try {

@@ -28,7 +28,6 @@ struct blocking_pool::state {
     std::condition_variable exited;  // a thread ended
     blocking_job* head = nullptr;    // FIFO of queued jobs (through ->next)
     blocking_job* tail = nullptr;
-    std::size_t queued = 0;
     std::size_t threads = 0;   // started and not yet ended
     std::size_t idle = 0;      // waiting for work, not claimed by a submit
     std::size_t notified = 0;  // claims not yet consumed by a woken thread
@@ -41,14 +40,12 @@ struct blocking_pool::state {
         if (tail) tail->next = j;
         else head = j;
         tail = j;
-        ++queued;
     }
     blocking_job* pop() noexcept {
         blocking_job* j = head;
         if (!j) return nullptr;
         head = j->next;
         if (!head) tail = nullptr;
-        --queued;
         return j;
     }
 };
@@ -150,7 +147,6 @@ std::size_t blocking_pool::shutdown(std::optional<std::chrono::nanoseconds> time
     s_->shut_down = true;
     cancelled = std::exchange(s_->head, nullptr);
     s_->tail = nullptr;
-    s_->queued = 0;
     s_->work.notify_all();
     g.unlock();
     // Queued jobs never start. Their tasks were normally destroyed by the
@@ -167,16 +163,6 @@ std::size_t blocking_pool::shutdown(std::optional<std::chrono::nanoseconds> time
     else s_->exited.wait_for(g, *timeout, none_left);
     // Idle and claimed threads are on their way out with nothing to run.
     return s_->threads - s_->idle - s_->notified;
-}
-
-std::size_t blocking_pool::thread_count() const {
-    std::lock_guard g(s_->m);
-    return s_->threads;
-}
-
-std::size_t blocking_pool::queued_count() const {
-    std::lock_guard g(s_->m);
-    return s_->queued;
 }
 
 void submit_blocking(scheduler* s, blocking_job* j) {

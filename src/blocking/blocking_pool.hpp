@@ -47,10 +47,6 @@ public:
     // left behind by a timeout are not waited for again.
     std::size_t shutdown(std::optional<std::chrono::nanoseconds> timeout);
 
-    // Snapshots, for tests.
-    std::size_t thread_count() const;
-    std::size_t queued_count() const;
-
     struct state;
 
 private:
