@@ -66,9 +66,7 @@ private:
     friend class detail::sync::leaf_awaitable<barrier_wait_awaitable>;
     friend class barrier;
 
-    struct node : detail::sync::waiter_node {
-        aspen::waker waker;
-    };
+    using node = detail::sync::waker_node;
     enum class phase : unsigned char { init, waiting, ready, done };  // owner-only
 
     bool poll(aspen::context& cx);
@@ -103,7 +101,6 @@ public:
 
 private:
     friend class barrier_wait_awaitable;
-    using node = barrier_wait_awaitable::node;
 
     mutable std::mutex state_;
     const std::size_t n_;
@@ -130,7 +127,7 @@ inline bool barrier_wait_awaitable::poll(aspen::context& cx) {
             ++b_->generation_;
             leader_ = true;
             phase_ = phase::ready;
-            detail::sync::wake_all_locked<node>(b_->waiters_, g);
+            detail::sync::wake_all_locked(b_->waiters_, g);
             return true;
         case phase::waiting:
             // The round we arrived in is over once the generation moved on.

@@ -46,7 +46,6 @@
 #pragma once
 
 #include <aspen/poll.hpp>
-#include <aspen/sync/budget.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/sync/wake_round.hpp>
 #include <aspen/waker.hpp>
@@ -106,10 +105,6 @@ template <class T>
 std::pair<broadcast_sender<T>, broadcast_receiver<T>> broadcast_channel(std::size_t capacity);
 
 namespace detail::sync {
-
-struct bcast_node : waiter_node {
-    aspen::waker waker;
-};
 
 // Shared state. Positions are absolute (they only grow); the value of
 // position p lives in ring[p % capacity] while head <= p < tail.
@@ -185,50 +180,31 @@ public:
 
     broadcast_recv_awaitable(detail::sync::bcast<T>* c, std::uint64_t* next) noexcept : c_(c), next_(next) {}
     ~broadcast_recv_awaitable() {
-        if (phase_ == phase::waiting) {
-            aspen::waker stale;  // ours; dropped after the lock is released
-            std::lock_guard g(c_->lock);
-            if (node_.linked()) node_.unlink();
-            stale = std::move(node_.waker);
-        } else if (phase_ == phase::ready) {
-            std::lock_guard g(c_->lock);
-            c_->roll_back_locked(*next_, before_, result_);
-        }
+        wait_.abandon(c_->lock, [&] { c_->roll_back_locked(*next_, before_, result_); });
     }
     broadcast_result<T> await_resume() {
         this->rethrow_if_error();
-        phase_ = phase::done;
+        wait_.handed_out();
         return std::move(result_);
     }
 
 private:
     friend class detail::sync::leaf_awaitable<broadcast_recv_awaitable>;
-    enum class phase : unsigned char { init, waiting, ready, done };  // owner-only
 
     bool poll(aspen::context& cx) {
-        if (phase_ == phase::ready || phase_ == phase::done)
-            throw std::logic_error("aspen::broadcast_receiver::recv: the awaitable was already awaited");
-        std::lock_guard g(c_->lock);
-        if (!c_->would_complete_locked(*next_)) {
-            detail::sync::store_waker(node_.waker, cx);
-            if (!node_.linked()) c_->waiters.push_back(&node_);
-            phase_ = phase::waiting;
-            return false;
-        }
-        if (!detail::sync::coop_proceed(cx)) return false;
-        before_ = *next_;
-        result_ = c_->take_locked(*next_);
-        if (node_.linked()) node_.unlink();
-        phase_ = phase::ready;
-        return true;
+        return wait_.poll(
+            c_->lock, c_->waiters, cx, awaited_what, [&] { return c_->would_complete_locked(*next_); },
+            [&] {
+                before_ = *next_;
+                result_ = c_->take_locked(*next_);
+            });
     }
 
     detail::sync::bcast<T>* c_;
     std::uint64_t* next_;  // the receiver's position, guarded by c_->lock
     std::uint64_t before_ = 0;
     broadcast_result<T> result_;
-    detail::sync::bcast_node node_;
-    phase phase_ = phase::init;
+    detail::sync::state_wait wait_;
 };
 
 template <class T>
@@ -343,7 +319,7 @@ public:
         s.value.emplace(std::move(v));
         s.unread = c.receivers;
         ++c.tail;
-        detail::sync::wake_all_locked<detail::sync::bcast_node>(c.waiters, g);
+        detail::sync::wake_all_locked(c.waiters, g);
         return std::nullopt;
     }
 
@@ -372,7 +348,7 @@ private:
         {
             std::unique_lock g(c_->lock);
             // The last sender: waiting receivers wake to drain and see "closed".
-            if (--c_->senders == 0) detail::sync::wake_all_locked<detail::sync::bcast_node>(c_->waiters, g);
+            if (--c_->senders == 0) detail::sync::wake_all_locked(c_->waiters, g);
         }
         c_.reset();
     }

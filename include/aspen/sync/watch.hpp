@@ -40,7 +40,6 @@
 #pragma once
 
 #include <aspen/poll.hpp>
-#include <aspen/sync/budget.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/sync/wake_round.hpp>
 #include <aspen/waker.hpp>
@@ -65,10 +64,6 @@ std::pair<watch_sender<T>, watch_receiver<T>> watch_channel(T initial);
 
 namespace detail::sync {
 
-struct watch_node : waiter_node {
-    aspen::waker waker;
-};
-
 template <class T>
 struct watch_state {
     explicit watch_state(T initial) : value(std::make_shared<const T>(std::move(initial))) {}
@@ -85,7 +80,7 @@ struct watch_state {
     std::shared_ptr<const T> store_locked(std::shared_ptr<const T> v, std::unique_lock<std::mutex>& g) {
         std::swap(value, v);
         ++version;
-        wake_all_locked<watch_node>(waiters, g);
+        wake_all_locked(waiters, g);
         return v;
     }
 };
@@ -102,51 +97,33 @@ public:
 
     watch_changed_awaitable(detail::sync::watch_state<T>* c, std::uint64_t* seen) noexcept : c_(c), seen_(seen) {}
     ~watch_changed_awaitable() {
-        if (phase_ == phase::waiting) {
-            aspen::waker stale;  // ours; dropped after the lock is released
-            std::lock_guard g(c_->lock);
-            if (node_.linked()) node_.unlink();
-            stale = std::move(node_.waker);
-        } else if (phase_ == phase::ready) {
-            std::lock_guard g(c_->lock);
-            *seen_ = before_;  // completed but never handed out: not seen after all
-        }
+        // Completed but never handed out: not seen after all.
+        wait_.abandon(c_->lock, [&] { *seen_ = before_; });
     }
     bool await_resume() {
         this->rethrow_if_error();
-        phase_ = phase::done;
+        wait_.handed_out();
         return changed_;
     }
 
 private:
     friend class detail::sync::leaf_awaitable<watch_changed_awaitable>;
-    enum class phase : unsigned char { init, waiting, ready, done };  // owner-only
 
     bool poll(aspen::context& cx) {
-        if (phase_ == phase::ready || phase_ == phase::done)
-            throw std::logic_error("aspen::watch_receiver::changed: the awaitable was already awaited");
-        std::lock_guard g(c_->lock);
-        bool unseen = c_->version != *seen_;
-        if (!unseen && c_->senders != 0) {
-            detail::sync::store_waker(node_.waker, cx);
-            if (!node_.linked()) c_->waiters.push_back(&node_);
-            phase_ = phase::waiting;
-            return false;
-        }
-        if (!detail::sync::coop_proceed(cx)) return false;
-        if (node_.linked()) node_.unlink();
-        before_ = *seen_;
-        *seen_ = c_->version;
-        changed_ = unseen;
-        phase_ = phase::ready;
-        return true;
+        return wait_.poll(
+            c_->lock, c_->waiters, cx, awaited_what,
+            [&] { return c_->version != *seen_ || c_->senders == 0; },
+            [&] {
+                before_ = *seen_;
+                changed_ = c_->version != *seen_;
+                *seen_ = c_->version;
+            });
     }
 
     detail::sync::watch_state<T>* c_;
     std::uint64_t* seen_;  // the receiver's seen version, guarded by c_->lock
     std::uint64_t before_ = 0;
-    detail::sync::watch_node node_;
-    phase phase_ = phase::init;
+    detail::sync::state_wait wait_;
     bool changed_ = false;
 };
 
@@ -197,7 +174,7 @@ private:
             std::unique_lock g(c_->lock);
             // The last sender: waiting receivers wake and see the end.
             if (--((*c_).*Count) == 0 && Count == &watch_state<T>::senders)
-                wake_all_locked<watch_node>(c_->waiters, g);
+                wake_all_locked(c_->waiters, g);
         }
         c_.reset();
     }
