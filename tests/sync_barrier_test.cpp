@@ -197,35 +197,14 @@ TEST_P(SyncBarrier, RandomAbortsNeverTripARoundShort) {
     EXPECT_EQ(r.left_arrived, 0u);
 }
 
-aspen::task<void> set_flag(std::atomic<bool>* f) {
-    f->store(true);
-    co_return;
-}
-
-// n = 1: every wait completes at once (and leads). The loop spawns a task
-// first; without yielding it would finish all 100 waits before that task
-// runs. With a budget of 4 it must yield early and often.
-aspen::task<int> coop_body(aspen::barrier* b) {
-    std::atomic<bool> other_ran{false};
-    auto other = aspen::spawn(set_flag(&other_ran));
-    int leaders = 0;
-    int seen_at = -1;
-    for (int i = 0; i < 100; ++i) {
-        if (other_ran.load() && seen_at < 0) seen_at = i;
-        leaders += (co_await b->wait()).is_leader() ? 1 : 0;
-    }
-    co_await other;
-    co_return leaders == 100 ? seen_at : -2;
-}
-
+// n = 1: every wait completes at once and leads.
 TEST(SyncBarrierSingle, ReadyWaitsSpendTheCoopBudget) {
-    aspen::config cfg;
-    cfg.coop_budget = 4;
-    aspen::current_thread_runtime rt(cfg);
     aspen::barrier b(1);
-    int seen_at = -1;
-    within(60s, "barrier coop", [&] { seen_at = rt.block_on(coop_body(&b)); });
-    EXPECT_GE(seen_at, 0) << "-2: not every wait led; -1: the loop never yielded";
+    int seen_at = aspen_test::coop_yield_point([&](int) -> aspen::task<bool> {
+        aspen::barrier_wait_result r = co_await b.wait();
+        co_return r.is_leader();
+    });
+    EXPECT_GE(seen_at, 0) << "-2: a wait did not lead; -1: the loop never yielded";
     EXPECT_LT(seen_at, 100);
     EXPECT_EQ(b.generation(), 100u);
 }

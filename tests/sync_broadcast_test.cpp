@@ -251,34 +251,14 @@ TEST_P(SyncBroadcast, AbortedReceiversLoseNothing) {
     for (std::uint64_t n : r.counts) EXPECT_EQ(n, static_cast<std::uint64_t>(per_producer));
 }
 
-// With a budget of 4, receiving 100 ready values must yield: a task spawned
-// before the loop runs before the loop ends.
-aspen::task<void> set_flag(std::atomic<bool>* f) {
-    f->store(true);
-    co_return;
-}
-
-aspen::task<int> coop_body() {
-    auto [tx, rx] = aspen::broadcast_channel<int>(128);
-    for (int i = 0; i < 100; ++i) (void)tx.send(i);
-    std::atomic<bool> other_ran{false};
-    auto other = aspen::spawn(set_flag(&other_ran));
-    int seen_at = -1;
-    for (int i = 0; i < 100; ++i) {
-        if (other_ran.load() && seen_at < 0) seen_at = i;
-        auto r = co_await rx.recv();
-        if (!r.has_value() || *r != i) co_return -2;
-    }
-    co_await other;
-    co_return seen_at;
-}
-
 TEST(SyncBroadcast, ReadyRecvsSpendTheCoopBudget) {
-    aspen::config cfg;
-    cfg.coop_budget = 4;
-    aspen::current_thread_runtime rt(cfg);
-    int seen_at = -1;
-    within(60s, "broadcast coop", [&] { seen_at = rt.block_on(coop_body()); });
+    auto ch = aspen::broadcast_channel<int>(128);
+    for (int i = 0; i < 100; ++i) (void)ch.first.send(i);
+    auto& rx = ch.second;
+    int seen_at = aspen_test::coop_yield_point([&](int i) -> aspen::task<bool> {
+        auto r = co_await rx.recv();
+        co_return r.has_value() && *r == i;
+    });
     EXPECT_GE(seen_at, 0) << "-2: wrong value; -1: the loop never yielded";
     EXPECT_LT(seen_at, 100);
 }

@@ -200,33 +200,16 @@ TEST_P(SyncWatch, AbortedWaitersMissNoChange) {
     EXPECT_GT(r.cancelled_waits, 0);
 }
 
-aspen::task<void> set_flag(std::atomic<bool>* f) {
-    f->store(true);
-    co_return;
-}
-
-// changed() on a receiver that never marks anything seen is always ready;
-// with a budget of 4 the loop must yield.
-aspen::task<int> coop_body() {
-    auto [tx, rx] = aspen::watch_channel<int>(0);
-    std::atomic<bool> other_ran{false};
-    auto other = aspen::spawn(set_flag(&other_ran));
-    int seen_at = -1;
-    for (int i = 0; i < 100; ++i) {
-        if (other_ran.load() && seen_at < 0) seen_at = i;
-        (void)tx.send(i);
-        if (!co_await rx.changed()) co_return -2;
-    }
-    co_await other;
-    co_return seen_at;
-}
-
+// changed() right after a send is always ready.
 TEST(SyncWatch, ReadyChangesSpendTheCoopBudget) {
-    aspen::config cfg;
-    cfg.coop_budget = 4;
-    aspen::current_thread_runtime rt(cfg);
-    int seen_at = -1;
-    within(60s, "watch coop", [&] { seen_at = rt.block_on(coop_body()); });
+    auto ch = aspen::watch_channel<int>(0);
+    auto& tx = ch.first;
+    auto& rx = ch.second;
+    int seen_at = aspen_test::coop_yield_point([&](int i) -> aspen::task<bool> {
+        (void)tx.send(i);
+        bool changed = co_await rx.changed();
+        co_return changed && *rx.borrow() == i;
+    });
     EXPECT_GE(seen_at, 0) << "-2: changed() said closed; -1: the loop never yielded";
     EXPECT_LT(seen_at, 100);
 }

@@ -277,36 +277,14 @@ private:
 };
 
 template <class T>
-class broadcast_sender {
+class broadcast_sender : public detail::sync::counted_handle<detail::sync::bcast<T>, &detail::sync::bcast<T>::senders> {
 public:
     broadcast_sender() noexcept = default;
-    broadcast_sender(const broadcast_sender& other) : c_(other.c_) {
-        if (c_) {
-            std::lock_guard g(c_->lock);
-            ++c_->senders;
-        }
-    }
-    broadcast_sender(broadcast_sender&& other) noexcept : c_(std::move(other.c_)) {}
-    broadcast_sender& operator=(const broadcast_sender& other) {
-        if (this != &other) {
-            broadcast_sender copy(other);
-            *this = std::move(copy);
-        }
-        return *this;
-    }
-    broadcast_sender& operator=(broadcast_sender&& other) noexcept {
-        if (this != &other) {
-            drop();
-            c_ = std::move(other.c_);
-        }
-        return *this;
-    }
-    ~broadcast_sender() { drop(); }
 
     // Never waits. nullopt: sent to every current receiver; otherwise no
     // receiver exists and the value comes back.
     [[nodiscard]] std::optional<T> send(T v) {
-        auto& c = checked("aspen::broadcast_sender::send");
+        auto& c = this->checked("aspen::broadcast_sender::send");
         std::optional<T> overwritten;  // destroyed after the lock is released
         std::unique_lock g(c.lock);
         if (c.receivers == 0) return std::optional<T>(std::move(v));
@@ -325,35 +303,19 @@ public:
 
     // A new receiver, starting at the next value sent.
     broadcast_receiver<T> subscribe() const {
-        return broadcast_receiver<T>::subscribe_to(c_, "aspen::broadcast_sender::subscribe");
+        return broadcast_receiver<T>::subscribe_to(this->c_, "aspen::broadcast_sender::subscribe");
     }
 
     std::size_t receiver_count() const {
-        auto& c = checked("aspen::broadcast_sender::receiver_count");
+        auto& c = this->checked("aspen::broadcast_sender::receiver_count");
         std::lock_guard g(c.lock);
         return c.receivers;
     }
-    bool valid() const noexcept { return c_ != nullptr; }
 
 private:
+    using base = detail::sync::counted_handle<detail::sync::bcast<T>, &detail::sync::bcast<T>::senders>;
     friend std::pair<broadcast_sender<T>, broadcast_receiver<T>> broadcast_channel<T>(std::size_t);
-    explicit broadcast_sender(std::shared_ptr<detail::sync::bcast<T>> c) noexcept : c_(std::move(c)) {}
-
-    detail::sync::bcast<T>& checked(const char* what) const {
-        if (!c_) throw std::logic_error(std::string(what) + ": the sender is empty (moved-from)");
-        return *c_;
-    }
-    void drop() noexcept {
-        if (!c_) return;
-        {
-            std::unique_lock g(c_->lock);
-            // The last sender: waiting receivers wake to drain and see "closed".
-            if (--c_->senders == 0) detail::sync::wake_all_locked(c_->waiters, g);
-        }
-        c_.reset();
-    }
-
-    std::shared_ptr<detail::sync::bcast<T>> c_;
+    explicit broadcast_sender(std::shared_ptr<detail::sync::bcast<T>> c) noexcept : base(std::move(c)) {}
 };
 
 template <class T>

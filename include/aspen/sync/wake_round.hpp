@@ -8,6 +8,7 @@
 //   their wakers woken in batches with the lock released. A waiter that
 //   queues again in the meantime is not in this round, and one destroyed in
 //   the meantime unlinks itself from this list under the lock.
+// * counted_handle: the sender / receiver handle of broadcast and watch.
 // * state_wait: the owner-side part of a leaf that waits until a condition
 //   on the primitive's state holds, then takes what it needs in the poll
 //   that completes (broadcast recv, watch changed). That poll spends coop
@@ -19,6 +20,8 @@
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/waker.hpp>
 
+#include <cstddef>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -44,6 +47,57 @@ inline void wake_all_locked(waiter_list& waiters, std::unique_lock<std::mutex>& 
         }
     }
 }
+
+// A copyable handle to a channel's shared state that keeps the count of its
+// kind (State::senders or State::receivers) by copy, move and destruction.
+// When the last sender goes, the waiting receivers wake to see the end.
+template <class State, std::size_t State::*Count>
+class counted_handle {
+public:
+    counted_handle() noexcept = default;
+    counted_handle(const counted_handle& other) : c_(other.c_) {
+        if (c_) {
+            std::lock_guard g(c_->lock);
+            ++((*c_).*Count);
+        }
+    }
+    counted_handle(counted_handle&& other) noexcept : c_(std::move(other.c_)) {}
+    counted_handle& operator=(const counted_handle& other) {
+        if (this != &other) {
+            counted_handle copy(other);
+            *this = std::move(copy);
+        }
+        return *this;
+    }
+    counted_handle& operator=(counted_handle&& other) noexcept {
+        if (this != &other) {
+            drop();
+            c_ = std::move(other.c_);
+        }
+        return *this;
+    }
+    ~counted_handle() { drop(); }
+    bool valid() const noexcept { return c_ != nullptr; }
+
+protected:
+    explicit counted_handle(std::shared_ptr<State> c) noexcept : c_(std::move(c)) {}
+    State& checked(const char* what) const {
+        if (!c_) throw std::logic_error(std::string(what) + ": the handle is empty (moved-from)");
+        return *c_;
+    }
+    std::shared_ptr<State> c_;
+
+private:
+    void drop() noexcept {
+        if (!c_) return;
+        {
+            std::unique_lock g(c_->lock);
+            if (--((*c_).*Count) == 0 && Count == &State::senders)
+                wake_all_locked(c_->waiters, g);
+        }
+        c_.reset();
+    }
+};
 
 class state_wait {
 public:

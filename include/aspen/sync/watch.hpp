@@ -127,63 +127,8 @@ private:
     bool changed_ = false;
 };
 
-namespace detail::sync {
-
-// The handle both ends share: the state and the count of its kind (senders
-// or receivers) kept by copy, move and destruction.
-template <class T, std::size_t watch_state<T>::*Count>
-class watch_handle {
-public:
-    watch_handle() noexcept = default;
-    watch_handle(const watch_handle& other) : c_(other.c_) {
-        if (c_) {
-            std::lock_guard g(c_->lock);
-            ++((*c_).*Count);
-        }
-    }
-    watch_handle(watch_handle&& other) noexcept : c_(std::move(other.c_)) {}
-    watch_handle& operator=(const watch_handle& other) {
-        if (this != &other) {
-            watch_handle copy(other);
-            *this = std::move(copy);
-        }
-        return *this;
-    }
-    watch_handle& operator=(watch_handle&& other) noexcept {
-        if (this != &other) {
-            drop();
-            c_ = std::move(other.c_);
-        }
-        return *this;
-    }
-    ~watch_handle() { drop(); }
-    bool valid() const noexcept { return c_ != nullptr; }
-
-protected:
-    explicit watch_handle(std::shared_ptr<watch_state<T>> c) noexcept : c_(std::move(c)) {}
-    watch_state<T>& checked(const char* what) const {
-        if (!c_) throw std::logic_error(std::string(what) + ": the handle is empty (moved-from)");
-        return *c_;
-    }
-    std::shared_ptr<watch_state<T>> c_;
-
-private:
-    void drop() noexcept {
-        if (!c_) return;
-        {
-            std::unique_lock g(c_->lock);
-            // The last sender: waiting receivers wake and see the end.
-            if (--((*c_).*Count) == 0 && Count == &watch_state<T>::senders)
-                wake_all_locked(c_->waiters, g);
-        }
-        c_.reset();
-    }
-};
-
-}  // namespace detail::sync
-
 template <class T>
-class watch_receiver : public detail::sync::watch_handle<T, &detail::sync::watch_state<T>::receivers> {
+class watch_receiver : public detail::sync::counted_handle<detail::sync::watch_state<T>, &detail::sync::watch_state<T>::receivers> {
 public:
     watch_receiver() noexcept = default;
     watch_receiver(const watch_receiver& other) : base(other) {
@@ -227,7 +172,7 @@ public:
     }
 
 private:
-    using base = detail::sync::watch_handle<T, &detail::sync::watch_state<T>::receivers>;
+    using base = detail::sync::counted_handle<detail::sync::watch_state<T>, &detail::sync::watch_state<T>::receivers>;
     friend class watch_sender<T>;
     friend std::pair<watch_sender<T>, watch_receiver<T>> watch_channel<T>(T);
     watch_receiver(std::shared_ptr<detail::sync::watch_state<T>> c, std::uint64_t seen) noexcept
@@ -237,7 +182,7 @@ private:
 };
 
 template <class T>
-class watch_sender : public detail::sync::watch_handle<T, &detail::sync::watch_state<T>::senders> {
+class watch_sender : public detail::sync::counted_handle<detail::sync::watch_state<T>, &detail::sync::watch_state<T>::senders> {
 public:
     watch_sender() noexcept = default;
 
@@ -279,7 +224,7 @@ public:
     }
 
 private:
-    using base = detail::sync::watch_handle<T, &detail::sync::watch_state<T>::senders>;
+    using base = detail::sync::counted_handle<detail::sync::watch_state<T>, &detail::sync::watch_state<T>::senders>;
     friend std::pair<watch_sender<T>, watch_receiver<T>> watch_channel<T>(T);
     explicit watch_sender(std::shared_ptr<detail::sync::watch_state<T>> c) noexcept : base(std::move(c)) {}
 };
