@@ -28,6 +28,10 @@ void config::validate() const {
     if (event_interval == 0) reject("event_interval", event_interval, "must be at least 1");
     if (coop_budget == 0) reject("coop_budget", coop_budget, "must be at least 1");
     if (max_next_slot_runs == 0) reject("max_next_slot_runs", max_next_slot_runs, "must be at least 1");
+    if (max_blocking_threads == 0) reject("max_blocking_threads", max_blocking_threads, "must be at least 1");
+    if (blocking_keep_alive.count() < 0)
+        throw std::invalid_argument("aspen::config: blocking_keep_alive = " + std::to_string(blocking_keep_alive.count()) +
+                                    "ns is invalid: must not be negative");
 }
 
 }  // namespace aspen

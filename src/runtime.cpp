@@ -19,12 +19,21 @@ void check_blocking_allowed(const char* what) {
 }
 
 void runtime_base::run_until_complete(task_header* t) { sched_->run_until_complete(t); }
-void runtime_base::shutdown() { sched_->shutdown(); }
+// Tasks first: destroying them cancels the blocking jobs they wait for, so
+// only functions already running are left for the pool to wait for.
+void runtime_base::shutdown() {
+    sched_->shutdown();
+    sched_->blocking().shutdown(std::nullopt);
+}
+std::size_t runtime_base::shutdown_timeout(std::chrono::nanoseconds d) {
+    sched_->shutdown();
+    return sched_->blocking().shutdown(d);
+}
 runtime_metrics runtime_base::metrics() const { return sched_->metrics(); }
 
 runtime_base::~runtime_base() {
     try {
-        sched_->shutdown();
+        shutdown();
     } catch (const std::exception& e) {
         // Destroying a runtime from its own task cannot be done safely: the
         // worker would have to join itself. Say so and stop.

@@ -13,6 +13,7 @@
 #include <aspen/runtime.hpp>
 #include <aspen/select.hpp>
 #include <aspen/spawn.hpp>
+#include <aspen/spawn_blocking.hpp>
 #include <aspen/sync/all.hpp>
 #include <aspen/task.hpp>
 #include <aspen/time.hpp>

@@ -2,6 +2,7 @@
 // the field and the value it rejects.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -36,6 +37,11 @@ struct config {
     // Consecutive runs from the next slot before its task must wait behind
     // other ready work (a ping-ponging pair cannot starve the rest).
     std::uint32_t max_next_slot_runs = 3;
+    // Threads of the spawn_blocking pool: started on demand up to this many
+    // (further blocking tasks queue), each ends after blocking_keep_alive
+    // without work.
+    std::size_t max_blocking_threads = 512;
+    std::chrono::nanoseconds blocking_keep_alive = std::chrono::seconds(10);
     // Name given to worker threads (the OS keeps the first 15 characters).
     std::string thread_name = "aspen-worker";
     // Called on each worker thread as it starts / before it exits, with the

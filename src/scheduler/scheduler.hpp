@@ -3,6 +3,7 @@
 // handler for exceptions nobody will observe.
 #pragma once
 
+#include "blocking/blocking_pool.hpp"
 #include "io/driver.hpp"
 #include "scheduler/registry.hpp"
 
@@ -62,6 +63,8 @@ public:
     bool register_task(task_header* t) noexcept;
     void report_unhandled(std::exception_ptr e) noexcept;
     std::uint32_t coop_budget() const noexcept { return coop_budget_; }
+    // The spawn_blocking pool; runtime_base shuts it down after the scheduler.
+    blocking_pool& blocking() noexcept { return blocking_; }
 
 protected:
     // Cancels every registered task and destroys what the queues still hold
@@ -90,6 +93,7 @@ private:
     task_registry registry_;
     std::function<void(std::exception_ptr)> handler_;
     std::uint32_t coop_budget_;
+    blocking_pool blocking_;
 };
 
 // ---- shared by the schedulers (src/task/task_core.cpp) ----------------------

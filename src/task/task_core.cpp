@@ -482,7 +482,10 @@ poll_outcome poll_task(task_header* t) noexcept {
 
 // ---- scheduler base -----------------------------------------------------------
 scheduler::scheduler(const config& cfg, std::size_t registry_shards)
-    : registry_(registry_shards), handler_(cfg.unhandled_exception_handler), coop_budget_(cfg.coop_budget) {
+    : registry_(registry_shards),
+      handler_(cfg.unhandled_exception_handler),
+      coop_budget_(cfg.coop_budget),
+      blocking_(cfg.max_blocking_threads, cfg.blocking_keep_alive) {
     if (cfg.start_paused) driver_.pause();
     std::lock_guard lock(live_schedulers_mutex);
     live_schedulers().insert(this);

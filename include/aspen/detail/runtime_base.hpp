@@ -6,8 +6,11 @@
 #include <aspen/detail/task_header.hpp>
 #include <aspen/join_handle.hpp>
 #include <aspen/metrics.hpp>
+#include <aspen/spawn_blocking.hpp>
 #include <aspen/task.hpp>
 
+#include <chrono>
+#include <cstddef>
 #include <memory>
 
 namespace aspen::detail {
@@ -36,9 +39,21 @@ public:
         return join_handle<T>(h);
     }
 
+    // Runs f() on this runtime's blocking pool, from any thread (see
+    // aspen/spawn_blocking.hpp).
+    template <class F>
+    join_handle<blocking_result_t<F>> spawn_blocking(F&& f) {
+        return spawn_blocking_on(sched_, std::forward<F>(f));
+    }
+
     // Stops the workers and destroys every task that has not finished,
-    // running its destructors. Later spawns throw runtime_shut_down.
+    // running its destructors; cancels the blocking functions that have not
+    // started and waits for the running ones. Later spawns throw
+    // runtime_shut_down. Once shut down, later calls do nothing.
     void shutdown();
+    // The same, but waits at most d for running blocking functions; returns
+    // how many it left running (they finish on their own threads).
+    std::size_t shutdown_timeout(std::chrono::nanoseconds d);
     runtime_metrics metrics() const;
 
 protected:

@@ -1,8 +1,11 @@
-// Every sync primitive and channel at once: mutex, semaphore, notify,
-// oneshot_channel, mpsc_channel / unbounded_channel, event, latch. Each header documents
-// its semantics and its cancel safety at its top.
+// Every sync primitive and channel at once: mutex, shared_mutex, semaphore,
+// notify, barrier, oneshot_channel, mpsc_channel / unbounded_channel,
+// broadcast_channel, watch_channel, event, latch. Each header documents its
+// semantics and its cancel safety at its top.
 #pragma once
 
+#include <aspen/sync/barrier.hpp>
+#include <aspen/sync/broadcast.hpp>
 #include <aspen/sync/event.hpp>
 #include <aspen/sync/latch.hpp>
 #include <aspen/sync/mpsc.hpp>
@@ -10,3 +13,5 @@
 #include <aspen/sync/notify.hpp>
 #include <aspen/sync/oneshot.hpp>
 #include <aspen/sync/semaphore.hpp>
+#include <aspen/sync/shared_mutex.hpp>
+#include <aspen/sync/watch.hpp>

@@ -1,0 +1,61 @@
+// The thread pool behind spawn_blocking. Not on the hot path: one mutex and
+// two condition variables guard everything.
+//
+// Threads: a submit wakes an idle thread if there is one that nobody has
+// claimed yet, else starts a new thread while fewer than max_threads run;
+// otherwise the job waits in the FIFO queue for the next free thread. A
+// thread with nothing to do for keep_alive ends.
+//
+// Claims (why `idle` and `notified` are counted separately): a submit that
+// wakes an idle thread takes it out of `idle` at once and adds a token to
+// `notified`, so two submits in a row never count on the same sleeper (the
+// second starts a thread instead). A woken thread consumes a token; a thread
+// whose wait timed out exits only if no token is left for it, since a token
+// means a submit counted on it.
+//
+// Lifetime: the state is reference-counted and every thread holds a
+// reference, so a thread that outlives shutdown_timeout (and the runtime)
+// still finds its mutex and queue when its function returns. A running job
+// never touches the runtime: it only completes its own blocking_job.
+#pragma once
+
+#include <aspen/spawn_blocking.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+namespace aspen::detail {
+
+class blocking_pool {
+public:
+    blocking_pool(std::size_t max_threads, std::chrono::nanoseconds keep_alive);
+    ~blocking_pool();
+    blocking_pool(const blocking_pool&) = delete;
+    blocking_pool& operator=(const blocking_pool&) = delete;
+
+    // Takes the job's pool reference; false (and the reference stays with
+    // the caller) once the pool is shut down.
+    bool submit(blocking_job* j);
+
+    // Cancels the queued jobs and waits for the running ones: for ever
+    // without a timeout, else at most `timeout`. Returns how many were still
+    // running when it stopped waiting. Later calls return 0 at once: threads
+    // left behind by a timeout are not waited for again.
+    std::size_t shutdown(std::optional<std::chrono::nanoseconds> timeout);
+
+    struct state;
+
+private:
+    std::shared_ptr<state> s_;
+};
+
+// Pool threads alive in this process, across all runtimes (a thread counts
+// until its last instruction touching pool state): lets tests wait until
+// the threads a shutdown_timeout left behind are gone.
+std::size_t blocking_threads_alive() noexcept;
+
+}  // namespace aspen::detail
