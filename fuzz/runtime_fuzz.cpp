@@ -80,9 +80,11 @@ aspen::task<void> child(exactly_once::destroy_mark mark, world& w, int kind, asp
         case 1:
             co_await w.fw.wait();
             break;
-        case 2:
-            if (!co_await tx.send(message(&w))) w.sent.fetch_add(1, std::memory_order_relaxed);
+        case 2: {
+            auto back = co_await tx.send(message(&w));
+            if (!back) w.sent.fetch_add(1, std::memory_order_relaxed);
             break;
+        }
         case 3: {
             auto permit = co_await w.permits.acquire();
             holding h(w, w.permits_held, 2);
@@ -98,11 +100,14 @@ aspen::task<void> child(exactly_once::destroy_mark mark, world& w, int kind, asp
         case 5: {
             auto [otx, orx] = aspen::oneshot_channel<int>();
             aspen::spawn(send_later(std::move(otx))).detach();
-            if (co_await orx != std::optional<int>(42)) w.violations.fetch_add(1, std::memory_order_relaxed);
+            auto got = co_await orx;
+            if (got != std::optional<int>(42)) w.violations.fetch_add(1, std::memory_order_relaxed);
             break;
         }
-        default:
-            if (co_await nested(3) != 4) w.violations.fetch_add(1, std::memory_order_relaxed);
+        default: {
+            int v = co_await nested(3);
+            if (v != 4) w.violations.fetch_add(1, std::memory_order_relaxed);
+        }
     }
     c.finished[mark.id].fetch_add(1, std::memory_order_relaxed);
 }

@@ -192,7 +192,8 @@ TEST(SyncMpsc, CloseKeepsBufferedMessagesAndRejectsSends) {
 aspen::task<void> produce(aspen::mpsc_sender<msg> tx_arg, std::uint32_t id, std::uint32_t n) {
     auto tx = std::move(tx_arg);
     for (std::uint32_t i = 0; i < n; ++i) {
-        if (co_await tx.send(msg{id, i})) throw std::runtime_error("channel closed under a producer");
+        auto back = co_await tx.send(msg{id, i});
+        if (back) throw std::runtime_error("channel closed under a producer");
     }
 }
 
@@ -389,7 +390,8 @@ aspen::task<std::optional<int>> recv_one(aspen::mpsc_receiver<int>* rx) { co_ret
 aspen::task<void> trickle(aspen::mpsc_sender<int> tx_arg, int n) {
     auto tx = std::move(tx_arg);
     for (int i = 0; i < n; ++i) {
-        if (co_await tx.send(i)) co_return;
+        auto back = co_await tx.send(i);
+        if (back) co_return;
         if (i % 3 == 0) co_await aspen::yield_now();
     }
 }

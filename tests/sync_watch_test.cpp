@@ -75,7 +75,11 @@ TEST(SyncWatch, Misuse) {
 
 aspen::task<std::vector<int>> changes_until_closed(aspen::watch_receiver<int> rx) {
     std::vector<int> seen;
-    while (co_await rx.changed()) seen.push_back(*rx.borrow_and_update());
+    for (;;) {
+        bool changed = co_await rx.changed();
+        if (!changed) break;
+        seen.push_back(*rx.borrow_and_update());
+    }
     co_return seen;
 }
 
@@ -104,7 +108,9 @@ struct observer_result {
 
 aspen::task<observer_result> observe(aspen::watch_receiver<int> rx) {
     observer_result r;
-    while (co_await rx.changed()) {
+    for (;;) {
+        bool changed = co_await rx.changed();
+        if (!changed) break;
         int v = *rx.borrow_and_update();
         if (v <= r.last) r.increasing = false;
         r.last = v;

@@ -117,7 +117,9 @@ task<std::optional<or_monostate<T>>> run_until_cancelled(cancellation_token toke
     if (token.is_cancelled()) co_return R();
     join_handle<T> h = spawn(std::move(t));
     on_exit abort_left([&] { h.abort(); });
-    if (!co_await complete_or_cancelled(h.header(), token)) {
+    // Into a variable, not in the if: g++ 12 (README, compiler caveats).
+    bool completed = co_await complete_or_cancelled(h.header(), token);
+    if (!completed) {
         h.abort();
         task_header* child = h.header();
         co_await first_complete(&child, 1);

@@ -3,7 +3,9 @@
 //
 //   auto [tx, rx] = aspen::watch_channel<config>(initial);
 //   std::shared_ptr<const config> now = rx.borrow();   // the current value
-//   while (co_await rx.changed()) {                    // false: every sender is gone
+//   for (;;) {
+//       bool changed = co_await rx.changed();           // false: every sender is gone
+//       if (!changed) break;
 //       std::shared_ptr<const config> v = rx.borrow_and_update();
 //       ...
 //   }
