@@ -7,6 +7,7 @@
 #include <aspen/errors.hpp>
 #include <aspen/join_handle.hpp>
 #include <aspen/metrics.hpp>
+#include <aspen/net/all.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/runtime.hpp>
 #include <aspen/spawn.hpp>
