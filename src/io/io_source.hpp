@@ -52,7 +52,11 @@ io_handle make_io(int fd);
 // What a syscall attempt reports to drive().
 enum class attempt_result {
     done,         // finished (result or error stored by the attempt)
-    would_block,  // EAGAIN: clear readiness, wait for the next edge
+    done_drained, // finished, and the syscall showed the kernel buffer is now
+                  // empty (a short stream read) or full (a short stream
+                  // write): clear readiness too, sparing the next operation
+                  // a syscall that would only say EAGAIN
+    would_block,  // EAGAIN (or drained, as above): clear readiness, wait for the next edge
     again,        // EINTR or partial progress: try again now
 };
 
@@ -80,6 +84,10 @@ bool drive(io_claim& c, context& cx, const char* what, Attempt&& attempt) {
             if (!ev) return false;
             switch (attempt()) {
                 case attempt_result::done:
+                    end_op(c);
+                    return true;
+                case attempt_result::done_drained:
+                    r.clear_readiness(s.reg, ev);
                     end_op(c);
                     return true;
                 case attempt_result::would_block:

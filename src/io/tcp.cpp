@@ -24,13 +24,19 @@ bool transfer_awaitable::poll(context& cx) {
     bool reading = kind_ == kind::read || kind_ == kind::read_exact;
     int fd = claim_.src->fd;
     return detail::drive(claim_, cx, what_, [&] {
-        ssize_t n = reading ? ::recv(fd, data_ + done_, size_ - done_, 0)
-                            : ::send(fd, data_ + done_, size_ - done_, MSG_NOSIGNAL);
+        std::size_t want = size_ - done_;
+        ssize_t n = reading ? ::recv(fd, data_ + done_, want, 0) : ::send(fd, data_ + done_, want, MSG_NOSIGNAL);
         if (n < 0) return detail::classify_errno(what_);
         done_ += static_cast<std::size_t>(n);
+        // On a stream, recv/send stop short only when the receive queue is
+        // empty / the send buffer full (Linux TCP and Unix stream sockets
+        // copy until one or the other); the next edge will say when that
+        // changes. Datagram sockets tell nothing of the kind.
+        bool drained = stream_ && n > 0 && static_cast<std::size_t>(n) < want;
         // A read of 0 is end of stream: done, also for read_exact (short count).
-        if (exact && done_ < size_ && (n > 0 || !reading)) return attempt_result::again;
-        return attempt_result::done;
+        if (exact && done_ < size_ && (n > 0 || !reading))
+            return drained ? attempt_result::would_block : attempt_result::again;
+        return drained ? attempt_result::done_drained : attempt_result::done;
     });
 }
 

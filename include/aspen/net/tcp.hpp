@@ -62,11 +62,14 @@ enum class shutdown_mode : std::uint8_t { read, write, both };
 class [[nodiscard]] transfer_awaitable : public detail::io_awaitable<transfer_awaitable> {
 public:
     enum class kind : std::uint8_t { read, read_exact, write, write_all };
-    transfer_awaitable(detail::io_source* s, kind k, const char* what, void* data, std::size_t size) noexcept
+    // `stream`: a byte stream (TCP), where a short read or write shows the
+    // kernel buffer drained or full; false for datagrams.
+    transfer_awaitable(detail::io_source* s, kind k, bool stream, const char* what, void* data, std::size_t size) noexcept
         : claim_(s, k == kind::write || k == kind::write_all),
           data_(static_cast<std::byte*>(data)),
           size_(size),
           kind_(k),
+          stream_(stream),
           what_(what) {}
 
     std::size_t await_resume() {
@@ -82,6 +85,7 @@ private:
     std::size_t size_;
     std::size_t done_ = 0;
     kind kind_;
+    bool stream_;
     const char* what_;
 };
 
@@ -170,7 +174,7 @@ private:
     friend class connect_awaitable;
     explicit tcp_stream(detail::io_handle io) noexcept : io_(std::move(io)) {}
     transfer_awaitable rw(transfer_awaitable::kind k, const char* what, void* data, std::size_t size) {
-        return transfer_awaitable(io_.require(what), k, what, data, size);
+        return transfer_awaitable(io_.require(what), k, true, what, data, size);
     }
     detail::io_handle io_;
 };

@@ -105,12 +105,12 @@ public:
     // addresses are dropped by the kernel). Synchronous.
     void connect(const socket_address& peer);
     transfer_awaitable send(const void* data, std::size_t size) {
-        return transfer_awaitable(io_.require("aspen::udp_socket::send"), transfer_awaitable::kind::write,
+        return transfer_awaitable(io_.require("aspen::udp_socket::send"), transfer_awaitable::kind::write, false,
                                   "aspen::udp_socket::send", const_cast<void*>(data), size);
     }
     transfer_awaitable send(std::string_view s) { return send(s.data(), s.size()); }
     transfer_awaitable recv(void* data, std::size_t size) {
-        return transfer_awaitable(io_.require("aspen::udp_socket::recv"), transfer_awaitable::kind::read,
+        return transfer_awaitable(io_.require("aspen::udp_socket::recv"), transfer_awaitable::kind::read, false,
                                   "aspen::udp_socket::recv", data, size);
     }
     transfer_awaitable recv(std::span<char> buf) { return recv(buf.data(), buf.size()); }
