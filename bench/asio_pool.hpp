@@ -3,6 +3,13 @@
 // worker count outside the timed region like aspen's runtime.
 #pragma once
 
+// Asio 1.22 recognises C++20 coroutines on clang only through the old
+// __cpp_coroutines macro, which clang 19 no longer defines; it supports
+// them (and <coroutine>) all the same.
+#if defined(__clang__) && !defined(ASIO_HAS_CO_AWAIT) && defined(__cpp_impl_coroutine)
+#define ASIO_HAS_CO_AWAIT 1
+#endif
+
 #include <asio.hpp>
 
 #include <atomic>
