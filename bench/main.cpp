@@ -264,7 +264,15 @@ void print_csv_row(const char* runtime, const workload& w, std::size_t workers, 
                 m.min_ms, static_cast<long long>(m.value), m.ok ? "true" : "false");
 }
 
-// Requests per second of a run that took `ms`.
+// num's median / den's median, or "-" when either is missing.
+std::string median_ratio(const measurement& num, const measurement& den) {
+    if (!num.present || !den.present || den.median_ms <= 0) return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", num.median_ms / den.median_ms);
+    return buf;
+}
+
+// Requests per second of the median run.
 std::string req_per_s(const workload& w, const measurement& m) {
     if (!m.present || m.median_ms <= 0) return "-";
     char buf[32];
@@ -284,12 +292,7 @@ void print_network_table(const std::vector<bench_results>& results, const option
         for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) {
             const measurement& a = r.aspen[wi];
             const measurement& p = r.asio[wi];
-            std::string ratio = "-";
-            if (a.present && p.present && a.median_ms > 0) {
-                char buf[32];
-                std::snprintf(buf, sizeof buf, "%.2f", p.median_ms / a.median_ms);
-                ratio = buf;
-            }
+            const std::string ratio = median_ratio(p, a);  // req/s ratio: the inverse of the times'
             std::printf("%-18s %-10s %7zu %10s %10s %10s %10s %12s %12s %10s  %s\n", r.w.name.c_str(),
                         r.w.param.c_str(), opt.workers[wi], ms(a).c_str(), ms_min(a).c_str(), ms(p).c_str(),
                         ms_min(p).c_str(), req_per_s(r.w, a).c_str(), req_per_s(r.w, p).c_str(), ratio.c_str(),
@@ -394,12 +397,7 @@ int main(int argc, char** argv) {
         for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) {
             const measurement& a = r.aspen[wi];
             const measurement& t = r.tbb[wi];
-            std::string ratio = "-";
-            if (a.present && t.present && t.median_ms > 0) {
-                char buf[32];
-                std::snprintf(buf, sizeof buf, "%.2f", a.median_ms / t.median_ms);
-                ratio = buf;
-            }
+            const std::string ratio = median_ratio(a, t);
             const std::string checks = check("aspen", a) + " " + check("tbb", t) + " " + check("serial", r.serial);
             std::printf("%-18s %-10s %7zu %10s %10s %10s %10s %10s %9s  %s\n", r.w.name.c_str(), r.w.param.c_str(),
                         opt.workers[wi], ms(a).c_str(), ms_min(a).c_str(), ms(t).c_str(), ms_min(t).c_str(),

@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <memory>
 #include <cerrno>
 #include <string>
 #include <system_error>
+#include <thread>
 
 using namespace std::chrono_literals;
 using aspen::socket_address;
@@ -201,6 +203,54 @@ TEST(NetCancelWaker, AbandonedOperationsDropTheirStoredWaker) {
             EXPECT_EQ(co_await server.read_exact(buf, 3), 3u);
         }());
     });
+}
+
+// Destroying a socket while another task waits on it: the waiter is woken
+// and throws ECANCELED; the fd is closed once it let go.
+TEST(NetClose, ClosingUnderAWaitingOperationCancelsIt) {
+    aspen::runtime rt(aspen_test::workers(2));
+    int fds_before = net_test::open_fds();
+    aspen_test::within(30s, "close under a waiter", [&] {
+        rt.block_on([&]() -> task<void> {
+            auto l = std::make_unique<tcp_listener>(tcp_listener::bind(socket_address::loopback_v4(0)));
+            auto waiter = aspen::spawn([](tcp_listener& l) -> task<int> {
+                try {
+                    co_await l.accept();
+                } catch (const std::system_error& e) {
+                    co_return e.code().value();
+                }
+                co_return 0;
+            }(*l));
+            co_await wait_parked(rt, 1);
+            l.reset();  // closes the listener under the waiting accept
+            EXPECT_EQ(co_await waiter, ECANCELED);
+        }());
+    });
+    EXPECT_EQ(net_test::open_fds(), fds_before);
+    EXPECT_EQ(rt.metrics().io_registrations, 0u);
+}
+
+// Shutdown destroys tasks in no particular order: a task owning a listener
+// may go before the task waiting on it by reference. That is clean too.
+TEST(NetClose, ShutdownWithASharedListenerIsClean) {
+    int fds_before = net_test::open_fds();
+    for (int i = 0; i < 20; ++i) {
+        aspen::runtime rt(aspen_test::workers(2));
+        aspen_test::signal parked;
+        rt.spawn([](aspen_test::signal& parked) -> task<void> {
+            tcp_listener l = tcp_listener::bind(socket_address::loopback_v4(0));
+            auto h = aspen::spawn([](tcp_listener& l) -> task<void> { co_await l.accept(); }(l));
+            parked.set();
+            co_await aspen::sleep(1h);
+            co_await h;
+        }(parked)).detach();
+        aspen_test::within(30s, "parked", [&] {
+            rt.block_on([](aspen_test::signal& s) -> task<void> { co_await s.wait(); }(parked));
+            // The accept registered the listener: it is waiting now.
+            while (rt.metrics().io_registrations < 1) std::this_thread::sleep_for(1ms);
+        });
+    }  // each runtime shuts down here with both tasks pending
+    EXPECT_EQ(net_test::open_fds(), fds_before);
 }
 
 // Lowers the soft RLIMIT_NOFILE for the scope, restores it after.

@@ -7,29 +7,36 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <exception>
 #include <stdexcept>
 #include <string>
 
 namespace aspen::detail {
 
 io_source::~io_source() {
-    // relaxed: a diagnostic; an operation in progress on another thread
-    // while its socket is destroyed is a bug we can only report.
-    if (busy[0].load(std::memory_order_relaxed) || busy[1].load(std::memory_order_relaxed)) {
-        std::fputs("aspen: a socket was destroyed while another task was still waiting on it; "
-                   "keep the socket alive until its operations finish\n",
-                   stderr);
-        std::terminate();
-    }
     // Deregister before close: the fd number may be reused at once. A
     // registration whose reactor is gone (the runtime ended first) was
     // already unlinked by the reactor's destructor.
-    // relaxed: the owner destroys the socket after its operations ended.
+    // relaxed: the last release (acq_rel) ordered every use before this.
     driver* d = drv.load(std::memory_order_relaxed);
     if (d && reg.is_registered()) d->io().deregister(reg);
     ::close(fd);
+}
+
+void io_retain(io_source* s) noexcept {
+    // relaxed: the caller already holds a reference (the socket object the
+    // operation was made from), so the count cannot reach zero meanwhile.
+    s->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void io_release(io_source* s) noexcept {
+    // acq_rel: the last owner sees every other owner's use of the state
+    // before it closes the fd and frees it.
+    if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete s;
+}
+
+void throw_closed(const char* what) {
+    throw std::system_error(ECANCELED, std::generic_category(),
+                            std::string(what) + ": the socket was closed while this operation waited on it");
 }
 
 io_handle make_io(int fd) {
@@ -41,7 +48,15 @@ io_handle make_io(int fd) {
     }
 }
 
-void io_close(io_source* s) noexcept { delete s; }
+void io_close(io_source* s) noexcept {
+    if (!s) return;
+    // release: an operation that reads `closed` with acquire sees the
+    // socket's last writes. Then wake the waiters (they throw ECANCELED);
+    // see "lifetime" in io_source.hpp for why none is missed.
+    s->closed.store(true, std::memory_order_release);
+    reactor::wake_waiters(s->reg);
+    io_release(s);
+}
 
 int io_fd(const io_source* s) noexcept { return s ? s->fd : -1; }
 
@@ -87,8 +102,9 @@ void end_op(io_claim& c) noexcept {
 void io_claim::abandon() noexcept {
     io_source& s = *src;
     // relaxed: this operation's first poll saw the driver (see drive()).
-    driver* d = s.drv.load(std::memory_order_relaxed);
-    if (d && s.reg.is_registered()) d->io().drop_waker(s.reg, write ? direction::write : direction::read);
+    // The driver outlives every task (and so every awaitable) of its
+    // runtime; drop_waker touches only the registration's own fields.
+    if (driver* d = s.drv.load(std::memory_order_relaxed)) d->io().drop_waker(s.reg, write ? direction::write : direction::read);
     end_op(*this);
 }
 

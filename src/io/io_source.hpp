@@ -14,6 +14,19 @@
 // abort can only land between polls, when nothing has been taken from the
 // kernel that the task has not seen. That is what makes read, accept and
 // recv_from cancel-safe.
+//
+// Closing while an operation waits (lifetime)
+// -------------------------------------------
+// The state is reference-counted: one reference for the socket object, one
+// per operation awaitable (io_claim, construction to destruction). The fd is closed and
+// deregistered when the last reference goes, so no operation ever runs a
+// syscall on a closed (and maybe reused) fd number. Destroying the socket
+// while another task waits on it (e.g. the runtime's shutdown destroys the
+// owner's frame first) sets `closed` and wakes the waiters; their next poll
+// throws std::system_error(ECANCELED). No wake is lost: the closer sets
+// `closed` before taking the wakers under the registration's mutex; an
+// operation stores its waker under that mutex and re-checks `closed` after,
+// so either the closer finds the waker or the operation sees the flag.
 #pragma once
 
 #include "io/driver.hpp"
@@ -24,8 +37,9 @@
 #include <aspen/waker.hpp>
 
 #include <atomic>
-#include <mutex>
 #include <cerrno>
+#include <cstdint>
+#include <mutex>
 #include <string>
 #include <system_error>
 
@@ -33,7 +47,7 @@ namespace aspen::detail {
 
 struct io_source {
     explicit io_source(int f) noexcept : fd(f) {}
-    ~io_source();  // deregisters (if registered), closes fd
+    ~io_source();  // deregisters (if registered), closes fd: the last reference only
 
     int fd;
     // The driver the fd is registered with; null until the first operation
@@ -44,7 +58,16 @@ struct io_source {
     registration reg;
     // busy[0]: the read slot is claimed; busy[1]: the write slot.
     std::atomic<bool> busy[2] = {false, false};
+    std::atomic<std::uint32_t> refs{1};  // the socket + each operation awaitable
+    std::atomic<bool> closed{false};     // the socket object is gone
 };
+
+// Throws the ECANCELED error of an operation whose socket was closed.
+[[noreturn]] void throw_closed(const char* what);
+inline bool is_closed(const io_source& s) noexcept {
+    // acquire: pairs with io_close's release store (see "lifetime" above).
+    return s.closed.load(std::memory_order_acquire);
+}
 
 // Takes ownership of fd (closes it if the allocation throws).
 io_handle make_io(int fd);
@@ -80,8 +103,13 @@ bool drive(io_claim& c, context& cx, const char* what, Attempt&& attempt) {
     direction d = c.write ? direction::write : direction::read;
     try {
         for (;;) {
+            if (is_closed(s)) throw_closed(what);
             ready_event ev = r.poll_ready(s.reg, d, cx.waker());
-            if (!ev) return false;
+            if (!ev) {
+                // After the waker store: see "lifetime" above.
+                if (is_closed(s)) throw_closed(what);
+                return false;
+            }
             switch (attempt()) {
                 case attempt_result::done:
                     end_op(c);

@@ -185,6 +185,17 @@ void reactor::drop_waker(registration& reg, direction d) noexcept {
     // `old` is dropped here, outside the lock (see the thread rules).
 }
 
+void reactor::wake_waiters(registration& reg) noexcept {
+    waker r, w;
+    {
+        std::lock_guard lock(reg.mutex_);
+        r = std::move(reg.reader_);
+        w = std::move(reg.writer_);
+    }
+    r.wake();  // outside the lock (see the thread rules)
+    w.wake();
+}
+
 std::size_t reactor::wait(int timeout_ms) {
     int n = ::epoll_wait(epoll_fd_, events_.data(), static_cast<int>(events_.size()), timeout_ms);
     if (n < 0) {

@@ -75,7 +75,7 @@ connect_awaitable::connect_awaitable(const socket_address& addr, std::optional<c
 void connect_awaitable::start() {
     int fd = detail::open_socket(addr_.family(), SOCK_STREAM, what());
     io_ = detail::make_io(fd);
-    claim_.src = io_.get();
+    claim_.attach(io_.get());
     if (::connect(fd, addr_.native(), addr_.native_size()) == 0) {
         connected_ = true;
         return;

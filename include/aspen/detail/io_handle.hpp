@@ -26,8 +26,14 @@ namespace aspen::detail {
 
 struct io_source;  // src/io/io_source.hpp
 
-// Deregisters, closes the fd and frees the state; nullptr is a no-op.
+// The socket object lets go: operations still waiting on it are woken and
+// throw ECANCELED; the fd is deregistered and closed with the last
+// reference (src/io/io_source.hpp, "lifetime"). nullptr is a no-op.
 void io_close(io_source* s) noexcept;
+// An operation's reference, from its awaitable's construction to its
+// destruction (so a closed socket's state outlives it).
+void io_retain(io_source* s) noexcept;
+void io_release(io_source* s) noexcept;
 int io_fd(const io_source* s) noexcept;
 
 class io_handle {
@@ -52,19 +58,25 @@ private:
     io_source* s_ = nullptr;
 };
 
-// One operation's claim on the read or the write slot of a socket.
+// One operation's reference to a socket's state and its claim on the
+// read or the write slot (held from the first poll until it completes).
 struct io_claim {
     io_source* src = nullptr;
     bool write = false;
     bool held = false;
 
-    io_claim(io_source* s, bool w) noexcept : src(s), write(w) {}
+    io_claim(io_source* s, bool w) noexcept : write(w) { attach(s); }
     io_claim(const io_claim&) = delete;
     io_claim& operator=(const io_claim&) = delete;
     // An operation destroyed before it completed (abort, a lost race):
     // drop its stored waker and free the slot.
     ~io_claim() {
         if (held) abandon();
+        if (src) io_release(src);
+    }
+    void attach(io_source* s) noexcept {
+        src = s;
+        if (s) io_retain(s);
     }
     void abandon() noexcept;
 };

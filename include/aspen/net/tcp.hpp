@@ -23,10 +23,11 @@
 // At most one read-side operation (read, read_exact, accept) and one
 // write-side operation (write, write_all, connect) may be in progress on a
 // socket at a time: a task may read while another writes, but a second
-// concurrent read throws std::logic_error. The socket must outlive its
-// operations (destroying it while another task waits on it prints a
-// diagnostic and terminates). Sockets are move-only; the destructor
-// deregisters the fd and closes it.
+// concurrent read throws std::logic_error. Destroying a socket while
+// another task waits on it (also: a runtime shutdown destroying the owner's
+// task first) makes that operation throw std::system_error(ECANCELED); the
+// fd is deregistered and closed when the last such operation lets go.
+// Sockets are move-only; the destructor deregisters the fd and closes it.
 //
 // Cancel safety (the awaiting task is aborted, loses a timeout race, or
 // the awaitable is destroyed while pending; in every case the operation's

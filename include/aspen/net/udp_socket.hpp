@@ -16,7 +16,8 @@
 // ICMP "port unreachable" can show up as ECONNREFUSED on a later call).
 // Operations spend coop budget like the TCP ones; the same rules apply: one
 // receive and one send in progress at a time per socket (std::logic_error
-// otherwise), the socket must outlive them, move-only.
+// otherwise), closing it under a waiting operation makes that throw
+// ECANCELED, move-only.
 //
 // Cancel safety: send_to, send, recv_from and recv are all cancel-safe: a
 // datagram is sent, or taken from the socket, only in the poll that
