@@ -79,7 +79,7 @@ TEST_P(NetCancel, AbortMidOperationThenReuseLeaksNothing) {
 
             // write_all: aborted while the peer does not read (buffers full);
             // a prefix was sent; the socket still writes afterwards.
-            std::vector<char> big(8 << 20, 'w');
+            std::vector<char> big(32 << 20, 'w');  // more than any autotuned buffers hold
             auto w = aspen::spawn([](tcp_stream& s, std::vector<char>& b) -> task<std::size_t> {
                 co_return co_await s.write_all(b.data(), b.size());
             }(client, big));
