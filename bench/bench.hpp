@@ -28,6 +28,8 @@ struct tbb_arenas {
     tbb::task_arena& remote;
 };
 
+class asio_pool;  // asio_pool.hpp: the Asio peer (network workloads)
+
 struct workload {
     std::string name;
     std::string param;  // shown in the table and the CSV; never contains a comma
@@ -35,6 +37,10 @@ struct workload {
     std::int64_t (*aspen)(aspen::runtime& rt);
     std::int64_t (*tbb)(tbb_arenas& arenas);  // nullptr: no TBB equivalent
     std::int64_t (*serial)();                 // nullptr: no serial baseline
+    // Network workloads compare with Asio instead of TBB and report
+    // requests/s: `requests` per run.
+    std::int64_t (*asio)(asio_pool& pool) = nullptr;
+    std::int64_t requests = 0;
 };
 
 // The registry: one function per workload file.
@@ -46,6 +52,7 @@ workload spawn_many_remote_workload();
 workload yield_many_workload();
 workload chained_spawn_workload();
 workload sleep_many_workload();
+workload tcp_echo_workload();
 
 // A line printed under the table (the last one per key wins): for what a
 // workload measures besides its time.

@@ -2,6 +2,7 @@
 // requested worker counts, checks every result and prints a table or CSV.
 //
 //   aspen-bench [--workers 1,2] [--runs 7] [--only fib,skynet] [--csv]
+#include "asio_pool.hpp"
 #include "bench.hpp"
 
 #include <oneapi/tbb/global_control.h>
@@ -61,6 +62,7 @@ struct bench_results {
     std::vector<measurement> aspen;  // one per worker count
     std::vector<measurement> tbb;
     measurement serial;
+    std::vector<measurement> asio;  // network workloads only
 };
 
 std::vector<workload> all_workloads() {
@@ -71,7 +73,8 @@ std::vector<workload> all_workloads() {
             bench::spawn_many_remote_workload(),
             bench::yield_many_workload(),
             bench::chained_spawn_workload(),
-            bench::sleep_many_workload()};
+            bench::sleep_many_workload(),
+            bench::tcp_echo_workload()};
 }
 
 void usage(std::FILE* out, const char* argv0) {
@@ -276,6 +279,44 @@ void print_csv_row(const char* runtime, const workload& w, std::size_t workers, 
                 m.min_ms, static_cast<long long>(m.value), m.ok ? "true" : "false");
 }
 
+// num's median / den's median, or "-" when either is missing.
+std::string median_ratio(const measurement& num, const measurement& den) {
+    if (!num.present || !den.present || den.median_ms <= 0) return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", num.median_ms / den.median_ms);
+    return buf;
+}
+
+// Requests per second of the median run.
+std::string req_per_s(const workload& w, const measurement& m) {
+    if (!m.present || m.median_ms <= 0) return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f", static_cast<double>(w.requests) / (m.median_ms / 1000.0));
+    return buf;
+}
+
+// Network workloads against Asio, in requests/s (higher is better).
+void print_network_table(const std::vector<bench_results>& results, const options& opt) {
+    bool any = std::any_of(results.begin(), results.end(), [](const bench_results& r) { return r.w.asio != nullptr; });
+    if (!any) return;
+    std::printf("network: requests/s of the median run; ratio = aspen req/s / asio req/s, higher is better\n");
+    std::printf("%-18s %-10s %7s %10s %10s %10s %10s %12s %12s %10s  %s\n", "bench", "param", "workers", "aspen med",
+                "aspen min", "asio med", "asio min", "aspen req/s", "asio req/s", "aspen/asio", "check");
+    for (const auto& r : results) {
+        if (!r.w.asio) continue;
+        for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) {
+            const measurement& a = r.aspen[wi];
+            const measurement& p = r.asio[wi];
+            const std::string ratio = median_ratio(p, a);  // req/s ratio: the inverse of the times'
+            std::printf("%-18s %-10s %7zu %10s %10s %10s %10s %12s %12s %10s  %s\n", r.w.name.c_str(),
+                        r.w.param.c_str(), opt.workers[wi], ms(a).c_str(), ms_min(a).c_str(), ms(p).c_str(),
+                        ms_min(p).c_str(), req_per_s(r.w, a).c_str(), req_per_s(r.w, p).c_str(), ratio.c_str(),
+                        (check("aspen", a) + " " + check("asio", p)).c_str());
+        }
+    }
+    std::printf("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -287,7 +328,7 @@ int main(int argc, char** argv) {
     std::vector<bench_results> results;
     for (auto& w : all_workloads()) {
         if (!opt.only.empty() && std::find(opt.only.begin(), opt.only.end(), w.name) == opt.only.end()) continue;
-        results.push_back({std::move(w), {}, {}, {}});
+        results.push_back({std::move(w), {}, {}, {}, {}});
     }
     const auto selected = [&](const char* name) {
         return std::any_of(results.begin(), results.end(), [&](const bench_results& r) { return r.w.name == name; });
@@ -328,6 +369,15 @@ int main(int argc, char** argv) {
                     r.tbb.emplace_back();
             }
         }
+        if (std::any_of(results.begin(), results.end(), [](const bench_results& r) { return r.w.asio != nullptr; })) {
+            bench::asio_pool pool(workers);  // once per worker count, like the aspen runtime
+            for (auto& r : results) {
+                if (r.w.asio)
+                    r.asio.push_back(measure("asio", r.w, workers, opt.runs, [&] { return r.w.asio(pool); }));
+                else
+                    r.asio.emplace_back();
+            }
+        }
     }
     for (auto& r : results)
         if (r.w.serial) r.serial = measure("serial", r.w, 1, opt.runs, [&] { return r.w.serial(); });
@@ -336,6 +386,7 @@ int main(int argc, char** argv) {
     for (const auto& r : results) {
         for (const auto& m : r.aspen) all_ok = all_ok && m.ok;
         for (const auto& m : r.tbb) all_ok = all_ok && m.ok;
+        for (const auto& m : r.asio) all_ok = all_ok && m.ok;
         all_ok = all_ok && r.serial.ok;
     }
 
@@ -344,6 +395,7 @@ int main(int argc, char** argv) {
         for (const auto& r : results) {
             for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) print_csv_row("aspen", r.w, opt.workers[wi], r.aspen[wi]);
             for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) print_csv_row("tbb", r.w, opt.workers[wi], r.tbb[wi]);
+            for (std::size_t wi = 0; wi < r.asio.size(); ++wi) print_csv_row("asio", r.w, opt.workers[wi], r.asio[wi]);
             print_csv_row("serial", r.w, 1, r.serial);
         }
         return all_ok ? 0 : 1;
@@ -351,25 +403,24 @@ int main(int argc, char** argv) {
 
     std::printf("aspen-bench: median and min of %d run%s after one warm-up, times in ms\n\n", opt.runs,
                 opt.runs == 1 ? "" : "s");
-    std::printf("%-18s %-10s %7s %10s %10s %10s %10s %10s %9s  %s\n", "bench", "param", "workers", "aspen med",
-                "aspen min", "tbb med", "tbb min", "serial", "aspen/tbb", "check");
+    const bool any_compute = std::any_of(results.begin(), results.end(), [](const bench_results& r) { return !r.w.asio; });
+    if (any_compute)
+        std::printf("%-18s %-10s %7s %10s %10s %10s %10s %10s %9s  %s\n", "bench", "param", "workers", "aspen med",
+                    "aspen min", "tbb med", "tbb min", "serial", "aspen/tbb", "check");
     for (const auto& r : results) {
+        if (r.w.asio) continue;  // in the network table below
         for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) {
             const measurement& a = r.aspen[wi];
             const measurement& t = r.tbb[wi];
-            std::string ratio = "-";
-            if (a.present && t.present && t.median_ms > 0) {
-                char buf[32];
-                std::snprintf(buf, sizeof buf, "%.2f", a.median_ms / t.median_ms);
-                ratio = buf;
-            }
+            const std::string ratio = median_ratio(a, t);
             const std::string checks = check("aspen", a) + " " + check("tbb", t) + " " + check("serial", r.serial);
             std::printf("%-18s %-10s %7zu %10s %10s %10s %10s %10s %9s  %s\n", r.w.name.c_str(), r.w.param.c_str(),
                         opt.workers[wi], ms(a).c_str(), ms_min(a).c_str(), ms(t).c_str(), ms_min(t).c_str(),
                         ms(r.serial).c_str(), ratio.c_str(), checks.c_str());
         }
     }
-    std::printf("\n");
+    if (any_compute) std::printf("\n");
+    print_network_table(results, opt);
 
     for (const auto& r : results) {
         if (r.w.name != "fib") continue;

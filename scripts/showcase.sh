@@ -11,6 +11,7 @@ failed=0
 for src in examples/*.cpp; do
   [ -e "$src" ] || continue
   name=$(basename "$src" .cpp)
+  case "$name" in echo_server|echo_client) continue ;; esac  # run as a pair below
   echo
   echo "=== example: $name"
   # Examples exit by themselves; the timeout only guards against a hang.
@@ -19,6 +20,30 @@ for src in examples/*.cpp; do
     failed=1
   fi
 done
+
+# The echo pair: the server in the background on a free port (it stops by
+# itself after 64 connections, or 60 s at the latest), the client against it.
+echo
+echo "=== example: echo_server + echo_client (64 connections x 1000 round trips, loopback)"
+server_out=$(mktemp)
+build/release/examples/echo_server --connections 64 --seconds 60 >"$server_out" &
+server_pid=$!
+port=""
+for _ in $(seq 100); do
+  port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$server_out")
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+if [ -n "$port" ] && timeout 120 build/release/examples/echo_client --port "$port" --connections 64 --rounds 1000; then
+  wait "$server_pid" || failed=1
+else
+  echo "=== example echo_server + echo_client FAILED"
+  kill "$server_pid" 2>/dev/null
+  wait "$server_pid" 2>/dev/null
+  failed=1
+fi
+cat "$server_out"
+rm -f "$server_out"
 
 if [ -x build/release/bench/aspen-bench ]; then
   echo

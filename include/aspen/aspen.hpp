@@ -9,6 +9,7 @@
 #include <aspen/join_handle.hpp>
 #include <aspen/join_set.hpp>
 #include <aspen/metrics.hpp>
+#include <aspen/net/all.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/runtime.hpp>
 #include <aspen/select.hpp>

@@ -176,6 +176,26 @@ void reactor::clear_readiness(registration& reg, ready_event ev) noexcept {
     }
 }
 
+void reactor::drop_waker(registration& reg, direction d) noexcept {
+    waker old;
+    {
+        std::lock_guard lock(reg.mutex_);
+        old = std::move(d == direction::read ? reg.reader_ : reg.writer_);
+    }
+    // `old` is dropped here, outside the lock (see the thread rules).
+}
+
+void reactor::wake_waiters(registration& reg) noexcept {
+    waker r, w;
+    {
+        std::lock_guard lock(reg.mutex_);
+        r = std::move(reg.reader_);
+        w = std::move(reg.writer_);
+    }
+    r.wake();  // outside the lock (see the thread rules)
+    w.wake();
+}
+
 std::size_t reactor::wait(int timeout_ms) {
     int n = ::epoll_wait(epoll_fd_, events_.data(), static_cast<int>(events_.size()), timeout_ms);
     if (n < 0) {

@@ -153,6 +153,13 @@ public:
     // After the syscall said EAGAIN: forget the readiness `ev` reported,
     // unless an event arrived since (then keep it).
     void clear_readiness(registration& reg, ready_event ev) noexcept;
+    // Drops the waker stored for direction d (an operation waiting there
+    // was abandoned), so the registration keeps no reference to its task.
+    void drop_waker(registration& reg, direction d) noexcept;
+    // Wakes the stored reader and writer (their socket is being closed).
+    // Touches only reg's own fields (under its mutex): any thread, also
+    // for a registration that was never registered.
+    static void wake_waiters(registration& reg) noexcept;
 
     // epoll_wait for up to timeout_ms (-1: no limit, 0: just look), then
     // deliver what it returned. Returns how many registration events were

@@ -1,0 +1,221 @@
+// TCP: aspen::tcp_listener and aspen::tcp_stream.
+//
+//   auto listener = aspen::tcp_listener::bind(aspen::socket_address::parse("127.0.0.1:0"));
+//   aspen::tcp_stream conn = co_await listener.accept();
+//   char buf[4096];
+//   std::size_t n = co_await conn.read(buf, sizeof buf);     // 0: the peer closed (EOF)
+//   co_await conn.write_all(buf, n);
+//
+//   aspen::tcp_stream c = co_await aspen::tcp_stream::connect(listener.local_addr(), 2s);
+//
+// Errors are std::system_error carrying the errno (ECONNREFUSED,
+// ECONNRESET, EPIPE, ETIMEDOUT, EMFILE, ...) and a message naming the
+// operation; end of stream is not an error: read returns 0, and keeps
+// returning 0 if called again. Writes never raise SIGPIPE (a write to a
+// closed connection throws EPIPE or ECONNRESET).
+//
+// Every operation is an awaitable that spends one unit of the task's coop
+// budget (so a task reading a socket that always has data still yields to
+// other tasks) and waits on the runtime's epoll reactor without blocking a
+// worker. The socket registers with the runtime of the first task that uses
+// it; it can be created (bind) outside a runtime and moved into a task.
+//
+// At most one read-side operation (read, read_exact, accept) and one
+// write-side operation (write, write_all, connect) may be in progress on a
+// socket at a time: a task may read while another writes, but a second
+// concurrent read throws std::logic_error. Destroying a socket while
+// another task waits on it (also: a runtime shutdown destroying the owner's
+// task first) makes that operation throw std::system_error(ECANCELED); the
+// fd is deregistered and closed when the last such operation lets go.
+// Sockets are move-only; the destructor deregisters the fd and closes it.
+//
+// Cancel safety (the awaiting task is aborted, loses a timeout race, or
+// the awaitable is destroyed while pending; in every case the operation's
+// stored waker is dropped and the socket stays usable):
+//   accept      cancel-safe: a connection is taken from the kernel only in
+//               the poll that completes the accept, so none is lost.
+//   read        cancel-safe: no bytes are consumed unless the read completes.
+//   write       cancel-safe: nothing was sent unless it completed.
+//   read_exact  NOT cancel-safe: bytes already received into the buffer are
+//               consumed from the stream; the caller does not learn how many.
+//   write_all   NOT cancel-safe: a prefix of the data may have been sent.
+//   connect     cancel-safe: the half-open socket is closed (no fd leak).
+#pragma once
+
+#include <aspen/detail/io_handle.hpp>
+#include <aspen/net/address.hpp>
+#include <aspen/time.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace aspen {
+
+class tcp_stream;
+
+enum class shutdown_mode : std::uint8_t { read, write, both };
+
+// What tcp_stream's read / read_exact / write / write_all (and udp_socket's
+// connected send / recv) return; `co_await` it for the byte count.
+class [[nodiscard]] transfer_awaitable : public detail::io_awaitable<transfer_awaitable> {
+public:
+    enum class kind : std::uint8_t { read, read_exact, write, write_all };
+    // `stream`: a byte stream (TCP), where a short read or write shows the
+    // kernel buffer drained or full; false for datagrams.
+    transfer_awaitable(detail::io_source* s, kind k, bool stream, const char* what, void* data, std::size_t size) noexcept
+        : claim_(s, k == kind::write || k == kind::write_all),
+          data_(static_cast<std::byte*>(data)),
+          size_(size),
+          kind_(k),
+          stream_(stream),
+          what_(what) {}
+
+    std::size_t await_resume() {
+        rethrow_if_error();
+        return done_;
+    }
+    bool poll(context& cx);
+    const char* what() const noexcept { return what_; }
+
+private:
+    detail::io_claim claim_;
+    std::byte* data_;
+    std::size_t size_;
+    std::size_t done_ = 0;
+    kind kind_;
+    bool stream_;
+    const char* what_;
+};
+
+// co_await listener.accept() -> tcp_stream.
+class [[nodiscard]] accept_awaitable : public detail::io_awaitable<accept_awaitable> {
+public:
+    explicit accept_awaitable(detail::io_source* s) noexcept : claim_(s, false) {}
+    tcp_stream await_resume();
+    bool poll(context& cx);
+    static const char* what() noexcept { return "aspen::tcp_listener::accept"; }
+
+private:
+    detail::io_claim claim_;
+    detail::io_handle accepted_;
+};
+
+// co_await tcp_stream::connect(addr[, timeout]) -> tcp_stream.
+class [[nodiscard]] connect_awaitable : public detail::io_awaitable<connect_awaitable> {
+public:
+    connect_awaitable(const socket_address& addr, std::optional<clock::duration> timeout);
+    tcp_stream await_resume();
+    bool poll(context& cx);
+    static const char* what() noexcept { return "aspen::tcp_stream::connect"; }
+
+private:
+    void start();
+    socket_address addr_;
+    std::optional<clock::duration> timeout_;
+    std::optional<timer> timer_;
+    detail::io_handle io_;
+    detail::io_claim claim_{nullptr, true};
+    bool connected_ = false;
+};
+
+class tcp_stream {
+public:
+    tcp_stream() noexcept = default;  // empty: every operation throws std::logic_error
+    tcp_stream(tcp_stream&&) noexcept = default;
+    tcp_stream& operator=(tcp_stream&&) noexcept = default;
+
+    // Connects to addr. With a timeout, gives up after it with
+    // std::system_error(ETIMEDOUT) (the half-open socket is closed).
+    static connect_awaitable connect(const socket_address& addr) { return connect_awaitable(addr, std::nullopt); }
+    static connect_awaitable connect(const socket_address& addr, clock::duration timeout) {
+        return connect_awaitable(addr, timeout);
+    }
+    // Takes ownership of a connected stream socket (made non-blocking here).
+    static tcp_stream from_native(int fd);
+
+    // Up to size bytes; 0 means end of stream (or size == 0).
+    transfer_awaitable read(void* data, std::size_t size) { return rw(transfer_awaitable::kind::read, "aspen::tcp_stream::read", data, size); }
+    transfer_awaitable read(std::span<char> buf) { return read(buf.data(), buf.size()); }
+    transfer_awaitable read(std::span<std::byte> buf) { return read(buf.data(), buf.size()); }
+    // Exactly size bytes, unless the stream ends first: returns the count
+    // read, which is less than size only at end of stream (not an error).
+    transfer_awaitable read_exact(void* data, std::size_t size) {
+        return rw(transfer_awaitable::kind::read_exact, "aspen::tcp_stream::read_exact", data, size);
+    }
+    transfer_awaitable read_exact(std::span<char> buf) { return read_exact(buf.data(), buf.size()); }
+    transfer_awaitable read_exact(std::span<std::byte> buf) { return read_exact(buf.data(), buf.size()); }
+    // Some bytes (at least one unless size == 0); returns how many.
+    transfer_awaitable write(const void* data, std::size_t size) {
+        return rw(transfer_awaitable::kind::write, "aspen::tcp_stream::write", const_cast<void*>(data), size);
+    }
+    transfer_awaitable write(std::string_view s) { return write(s.data(), s.size()); }
+    transfer_awaitable write(std::span<const std::byte> buf) { return write(buf.data(), buf.size()); }
+    // All size bytes (returns size).
+    transfer_awaitable write_all(const void* data, std::size_t size) {
+        return rw(transfer_awaitable::kind::write_all, "aspen::tcp_stream::write_all", const_cast<void*>(data), size);
+    }
+    transfer_awaitable write_all(std::string_view s) { return write_all(s.data(), s.size()); }
+    transfer_awaitable write_all(std::span<const std::byte> buf) { return write_all(buf.data(), buf.size()); }
+
+    // shutdown(2): after shutdown(write) the peer reads end of stream; this
+    // side can still read. Synchronous.
+    void shutdown(shutdown_mode how = shutdown_mode::write);
+    void set_nodelay(bool on);
+    bool nodelay() const;
+    socket_address local_addr() const;
+    socket_address peer_addr() const;
+    int native_handle() const noexcept { return io_.fd(); }
+    bool is_open() const noexcept { return static_cast<bool>(io_); }
+
+private:
+    friend class accept_awaitable;
+    friend class connect_awaitable;
+    explicit tcp_stream(detail::io_handle io) noexcept : io_(std::move(io)) {}
+    transfer_awaitable rw(transfer_awaitable::kind k, const char* what, void* data, std::size_t size) {
+        return transfer_awaitable(io_.require(what), k, true, what, data, size);
+    }
+    detail::io_handle io_;
+};
+
+class tcp_listener {
+public:
+    tcp_listener() noexcept = default;  // empty
+    tcp_listener(tcp_listener&&) noexcept = default;
+    tcp_listener& operator=(tcp_listener&&) noexcept = default;
+
+    // socket + SO_REUSEADDR + bind + listen(backlog). Port 0 picks a free
+    // port (see local_addr()). Synchronous; may be called outside a runtime.
+    // std::system_error (EADDRINUSE, EACCES, ...) naming the address.
+    static tcp_listener bind(const socket_address& addr, int backlog = 1024);
+
+    // The next incoming connection. Out of file descriptors (EMFILE,
+    // ENFILE) or memory, it throws std::system_error and the connection
+    // stays queued in the kernel: the listener remains usable and a later
+    // accept takes it once descriptors are free. accept does not retry by
+    // itself, so a caller that loops on the error should back off (e.g.
+    // co_await aspen::sleep) rather than spin.
+    accept_awaitable accept() { return accept_awaitable(io_.require("aspen::tcp_listener::accept")); }
+
+    socket_address local_addr() const;
+    int native_handle() const noexcept { return io_.fd(); }
+    bool is_open() const noexcept { return static_cast<bool>(io_); }
+
+private:
+    explicit tcp_listener(detail::io_handle io) noexcept : io_(std::move(io)) {}
+    detail::io_handle io_;
+};
+
+inline tcp_stream accept_awaitable::await_resume() {
+    rethrow_if_error();
+    return tcp_stream(std::move(accepted_));
+}
+
+inline tcp_stream connect_awaitable::await_resume() {
+    rethrow_if_error();
+    return tcp_stream(std::move(io_));
+}
+
+}  // namespace aspen

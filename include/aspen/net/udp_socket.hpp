@@ -1,0 +1,129 @@
+// UDP: aspen::udp_socket.
+//
+//   auto sock = aspen::udp_socket::bind(aspen::socket_address::parse("127.0.0.1:0"));
+//   co_await sock.send_to("ping", peer);
+//   char buf[1500];
+//   aspen::udp_socket::received r = co_await sock.recv_from(buf, sizeof buf);
+//   // r.size bytes from r.peer; r.truncated if the datagram did not fit
+//
+//   sock.connect(peer);                    // fixes the peer (synchronous)
+//   co_await sock.send("ping");
+//   std::size_t n = co_await sock.recv(buf, sizeof buf);
+//
+// Each call sends or receives one datagram. A datagram longer than the
+// buffer is truncated (the rest is discarded by the kernel); recv_from says
+// so. Errors are std::system_error with the errno (on a connected socket an
+// ICMP "port unreachable" can show up as ECONNREFUSED on a later call).
+// Operations spend coop budget like the TCP ones; the same rules apply: one
+// receive and one send in progress at a time per socket (std::logic_error
+// otherwise), closing it under a waiting operation makes that throw
+// ECANCELED, move-only.
+//
+// Cancel safety: send_to, send, recv_from and recv are all cancel-safe: a
+// datagram is sent, or taken from the socket, only in the poll that
+// completes the operation, so an aborted operation neither loses a received
+// datagram nor leaves half of one sent.
+#pragma once
+
+#include <aspen/detail/io_handle.hpp>
+#include <aspen/net/address.hpp>
+#include <aspen/net/tcp.hpp>
+
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+namespace aspen {
+
+class udp_socket;
+
+// co_await sock.send_to(...) -> bytes sent; co_await sock.recv_from(...) ->
+// udp_socket::received.
+class [[nodiscard]] datagram_awaitable : public detail::io_awaitable<datagram_awaitable> {
+public:
+    struct received {
+        std::size_t size = 0;  // bytes stored in the buffer
+        socket_address peer;   // who sent the datagram
+        bool truncated = false;  // the datagram was longer than the buffer
+    };
+
+    // Receive (recv_from) when `to` is null, else send to *to.
+    datagram_awaitable(detail::io_source* s, void* data, std::size_t size, const socket_address* to) noexcept
+        : claim_(s, to != nullptr), data_(data), size_(size) {
+        if (to) to_ = *to;
+    }
+    received await_resume() {
+        rethrow_if_error();
+        return result_;
+    }
+    bool poll(context& cx);
+    const char* what() const noexcept { return claim_.write ? "aspen::udp_socket::send_to" : "aspen::udp_socket::recv_from"; }
+
+private:
+    detail::io_claim claim_;
+    void* data_;
+    std::size_t size_;
+    socket_address to_;
+    received result_;
+};
+
+// send_to's awaitable reports only the byte count.
+class [[nodiscard]] send_to_awaitable {
+public:
+    send_to_awaitable(detail::io_source* s, const void* data, std::size_t size, const socket_address& to) noexcept
+        : inner_(s, const_cast<void*>(data), size, &to) {}
+    bool await_ready() { return inner_.await_ready(); }
+    void await_suspend(std::coroutine_handle<> h) noexcept { inner_.await_suspend(h); }
+    std::size_t await_resume() { return inner_.await_resume().size; }
+
+private:
+    datagram_awaitable inner_;
+};
+
+class udp_socket {
+public:
+    using received = datagram_awaitable::received;
+
+    udp_socket() noexcept = default;  // empty
+    udp_socket(udp_socket&&) noexcept = default;
+    udp_socket& operator=(udp_socket&&) noexcept = default;
+
+    // A socket bound to addr (port 0: the kernel picks one). Synchronous.
+    static udp_socket bind(const socket_address& addr);
+
+    // One datagram to `to`; returns the bytes sent (all of them).
+    send_to_awaitable send_to(const void* data, std::size_t size, const socket_address& to) {
+        return send_to_awaitable(io_.require("aspen::udp_socket::send_to"), data, size, to);
+    }
+    send_to_awaitable send_to(std::string_view s, const socket_address& to) { return send_to(s.data(), s.size(), to); }
+    // The next datagram and its sender.
+    datagram_awaitable recv_from(void* data, std::size_t size) {
+        return datagram_awaitable(io_.require("aspen::udp_socket::recv_from"), data, size, nullptr);
+    }
+    datagram_awaitable recv_from(std::span<char> buf) { return recv_from(buf.data(), buf.size()); }
+
+    // Fixes the peer: send/recv then talk to it only (datagrams from other
+    // addresses are dropped by the kernel). Synchronous.
+    void connect(const socket_address& peer);
+    transfer_awaitable send(const void* data, std::size_t size) {
+        return transfer_awaitable(io_.require("aspen::udp_socket::send"), transfer_awaitable::kind::write, false,
+                                  "aspen::udp_socket::send", const_cast<void*>(data), size);
+    }
+    transfer_awaitable send(std::string_view s) { return send(s.data(), s.size()); }
+    transfer_awaitable recv(void* data, std::size_t size) {
+        return transfer_awaitable(io_.require("aspen::udp_socket::recv"), transfer_awaitable::kind::read, false,
+                                  "aspen::udp_socket::recv", data, size);
+    }
+    transfer_awaitable recv(std::span<char> buf) { return recv(buf.data(), buf.size()); }
+
+    socket_address local_addr() const;
+    socket_address peer_addr() const;  // ENOTCONN unless connected
+    int native_handle() const noexcept { return io_.fd(); }
+    bool is_open() const noexcept { return static_cast<bool>(io_); }
+
+private:
+    explicit udp_socket(detail::io_handle io) noexcept : io_(std::move(io)) {}
+    detail::io_handle io_;
+};
+
+}  // namespace aspen

@@ -1,0 +1,139 @@
+// Socket state: ownership, the wait-slot claim and lazy registration (the
+// protocol is at the top of io_source.hpp).
+#include "io/io_source.hpp"
+
+#include <aspen/time.hpp>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace aspen::detail {
+
+io_source::~io_source() {
+    // Deregister before close: the fd number may be reused at once. A
+    // registration whose reactor is gone (the runtime ended first) was
+    // already unlinked by the reactor's destructor.
+    // relaxed: the last release (acq_rel) ordered every use before this.
+    driver* d = drv.load(std::memory_order_relaxed);
+    if (d && reg.is_registered()) d->io().deregister(reg);
+    ::close(fd);
+}
+
+void io_retain(io_source* s) noexcept {
+    // relaxed: the caller already holds a reference (the socket object the
+    // operation was made from), so the count cannot reach zero meanwhile.
+    s->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void io_release(io_source* s) noexcept {
+    // acq_rel: the last owner sees every other owner's use of the state
+    // before it closes the fd and frees it.
+    if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete s;
+}
+
+void throw_closed(const char* what) {
+    throw std::system_error(ECANCELED, std::generic_category(),
+                            std::string(what) + ": the socket was closed while this operation waited on it");
+}
+
+io_handle make_io(int fd) {
+    try {
+        return io_handle(new io_source(fd));
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+}
+
+void io_close(io_source* s) noexcept {
+    if (!s) return;
+    // release: an operation that reads `closed` with acquire sees the
+    // socket's last writes. Then wake the waiters (they throw ECANCELED);
+    // see "lifetime" in io_source.hpp for why none is missed.
+    s->closed.store(true, std::memory_order_release);
+    reactor::wake_waiters(s->reg);
+    io_release(s);
+}
+
+int io_fd(const io_source* s) noexcept { return s ? s->fd : -1; }
+
+io_source* io_handle::require(const char* what) const {
+    if (!s_) throw std::logic_error(std::string(what) + ": the socket is empty (moved from or default-constructed)");
+    return s_;
+}
+
+void begin_op(io_claim& c, const char* what) {
+    io_source& s = *c.src;
+    // acquire: pairs with end_op's / abandon's release, so the previous
+    // holder's last touch of the waker slot happened before ours.
+    if (s.busy[c.write].exchange(true, std::memory_order_acquire))
+        throw std::logic_error(std::string(what) + ": another " + (c.write ? "write" : "read") +
+                               "-side operation is already in progress on this socket (one at a time)");
+    c.held = true;
+    // acquire: pairs with the release below; the registration it published
+    // is complete before we poll it.
+    if (s.drv.load(std::memory_order_acquire)) {
+        if (s.reg.is_registered()) return;
+        end_op(c);
+        throw std::logic_error(std::string(what) + ": the runtime this socket was used on has been destroyed");
+    }
+    try {
+        std::lock_guard lock(s.reg_mutex);
+        // relaxed: under reg_mutex, which orders it with the store below.
+        if (s.drv.load(std::memory_order_relaxed)) return;
+        driver& d = current_driver(what);
+        d.io().register_fd(s.fd, s.reg);
+        s.drv.store(&d, std::memory_order_release);
+    } catch (...) {
+        end_op(c);
+        throw;
+    }
+}
+
+void end_op(io_claim& c) noexcept {
+    c.held = false;
+    // release: see begin_op.
+    c.src->busy[c.write].store(false, std::memory_order_release);
+}
+
+void io_claim::abandon() noexcept {
+    io_source& s = *src;
+    // relaxed: this operation's first poll saw the driver (see drive()).
+    // The driver outlives every task (and so every awaitable) of its
+    // runtime; drop_waker touches only the registration's own fields.
+    if (driver* d = s.drv.load(std::memory_order_relaxed)) d->io().drop_waker(s.reg, write ? direction::write : direction::read);
+    end_op(*this);
+}
+
+int open_socket(int family, int type, const char* what) {
+    int fd = ::socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw_errno(errno, std::string(what) + ": socket");
+    return fd;
+}
+
+void bind_socket(int fd, const socket_address& addr, const char* what) {
+    if (::bind(fd, addr.native(), addr.native_size()) != 0) throw_errno(errno, describe(what, addr));
+}
+
+socket_address local_address(int fd, const char* what) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) throw_errno(errno, what);
+    return socket_address::from_native(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+socket_address peer_address(int fd, const char* what) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) throw_errno(errno, what);
+    return socket_address::from_native(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+std::string describe(const char* what, const socket_address& addr) {
+    return std::string(what) + " " + addr.to_string();
+}
+
+}  // namespace aspen::detail

@@ -1,0 +1,151 @@
+// A socket's internal state and the loop every socket operation runs.
+//
+// Operation protocol (the reactor's readiness protocol, reactor.hpp, plus
+// the wait-slot claim of include/aspen/detail/io_handle.hpp):
+//   first poll: claim the direction's slot (std::logic_error if another
+//     operation holds it); register the fd with the calling task's driver
+//     if it is not registered yet (a socket may be created outside a task).
+//   each poll: loop { ev = poll_ready(d, waker) -> pending? return pending;
+//     attempt the syscall; would block -> clear_readiness(ev), loop; retry
+//     (EINTR, progress made) -> loop; done / error -> free the slot, return
+//     ready }.
+// The syscall happens only inside a poll that then returns ready (or goes on
+// looping), so a completed syscall's result always reaches the task: an
+// abort can only land between polls, when nothing has been taken from the
+// kernel that the task has not seen. That is what makes read, accept and
+// recv_from cancel-safe.
+//
+// Closing while an operation waits (lifetime)
+// -------------------------------------------
+// The state is reference-counted: one reference for the socket object, one
+// per operation awaitable (io_claim, construction to destruction). The fd is closed and
+// deregistered when the last reference goes, so no operation ever runs a
+// syscall on a closed (and maybe reused) fd number. Destroying the socket
+// while another task waits on it (e.g. the runtime's shutdown destroys the
+// owner's frame first) sets `closed` and wakes the waiters; their next poll
+// throws std::system_error(ECANCELED). No wake is lost: the closer sets
+// `closed` before taking the wakers under the registration's mutex; an
+// operation stores its waker under that mutex and re-checks `closed` after,
+// so either the closer finds the waker or the operation sees the flag.
+#pragma once
+
+#include "io/driver.hpp"
+#include "io/reactor.hpp"
+
+#include <aspen/detail/io_handle.hpp>
+#include <aspen/net/address.hpp>
+#include <aspen/waker.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <system_error>
+
+namespace aspen::detail {
+
+struct io_source {
+    explicit io_source(int f) noexcept : fd(f) {}
+    ~io_source();  // deregisters (if registered), closes fd: the last reference only
+
+    int fd;
+    // The driver the fd is registered with; null until the first operation
+    // (a socket may be created outside a task). Written once, under
+    // reg_mutex, with release; read with acquire by first polls.
+    std::atomic<driver*> drv{nullptr};
+    std::mutex reg_mutex;
+    registration reg;
+    // busy[0]: the read slot is claimed; busy[1]: the write slot.
+    std::atomic<bool> busy[2] = {false, false};
+    std::atomic<std::uint32_t> refs{1};  // the socket + each operation awaitable
+    std::atomic<bool> closed{false};     // the socket object is gone
+};
+
+// Throws the ECANCELED error of an operation whose socket was closed.
+[[noreturn]] void throw_closed(const char* what);
+inline bool is_closed(const io_source& s) noexcept {
+    // acquire: pairs with io_close's release store (see "lifetime" above).
+    return s.closed.load(std::memory_order_acquire);
+}
+
+// Takes ownership of fd (closes it if the allocation throws).
+io_handle make_io(int fd);
+
+// What a syscall attempt reports to drive().
+enum class attempt_result {
+    done,         // finished (result or error stored by the attempt)
+    done_drained, // finished, and the syscall showed the kernel buffer is now
+                  // empty (a short stream read) or full (a short stream
+                  // write): clear readiness too, sparing the next operation
+                  // a syscall that would only say EAGAIN
+    would_block,  // EAGAIN (or drained, as above): clear readiness, wait for the next edge
+    again,        // EINTR or partial progress: try again now
+};
+
+// Claims c's slot and registers the source if needed (first poll only).
+void begin_op(io_claim& c, const char* what);
+void end_op(io_claim& c) noexcept;
+
+[[noreturn]] inline void throw_errno(int err, const std::string& what) {
+    throw std::system_error(err, std::generic_category(), what);
+}
+
+// The loop above. `attempt` returns an attempt_result and throws
+// std::system_error on a failed syscall. Returns true when done.
+template <class Attempt>
+bool drive(io_claim& c, context& cx, const char* what, Attempt&& attempt) {
+    if (!c.held) begin_op(c, what);
+    io_source& s = *c.src;
+    // relaxed: begin_op (first poll) loaded it with acquire; later polls of
+    // this operation are ordered after the first by the task's hand-offs.
+    reactor& r = s.drv.load(std::memory_order_relaxed)->io();
+    direction d = c.write ? direction::write : direction::read;
+    try {
+        for (;;) {
+            if (is_closed(s)) throw_closed(what);
+            ready_event ev = r.poll_ready(s.reg, d, cx.waker());
+            if (!ev) {
+                // After the waker store: see "lifetime" above.
+                if (is_closed(s)) throw_closed(what);
+                return false;
+            }
+            switch (attempt()) {
+                case attempt_result::done:
+                    end_op(c);
+                    return true;
+                case attempt_result::done_drained:
+                    r.clear_readiness(s.reg, ev);
+                    end_op(c);
+                    return true;
+                case attempt_result::would_block:
+                    r.clear_readiness(s.reg, ev);
+                    break;
+                case attempt_result::again:
+                    break;
+            }
+        }
+    } catch (...) {
+        end_op(c);
+        throw;
+    }
+}
+
+// Helpers shared by the socket types (each throws std::system_error naming
+// `what` on failure).
+int open_socket(int family, int type, const char* what);  // NONBLOCK|CLOEXEC
+void bind_socket(int fd, const socket_address& addr, const char* what);
+socket_address local_address(int fd, const char* what);
+socket_address peer_address(int fd, const char* what);
+// e.g. "aspen::tcp_stream::connect to 127.0.0.1:80"
+std::string describe(const char* what, const socket_address& addr);
+
+// errno after a failed syscall: would_block, again, or throws.
+inline attempt_result classify_errno(const char* what) {
+    int err = errno;
+    if (err == EAGAIN || err == EWOULDBLOCK) return attempt_result::would_block;
+    if (err == EINTR) return attempt_result::again;
+    throw_errno(err, what);
+}
+
+}  // namespace aspen::detail

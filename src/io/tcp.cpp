@@ -1,0 +1,170 @@
+// tcp_listener, tcp_stream and the stream awaitables (the operation loop is
+// drive(), io_source.hpp).
+#include <aspen/net/tcp.hpp>
+
+#include "io/io_source.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <string>
+
+namespace aspen {
+
+using detail::attempt_result;
+
+bool transfer_awaitable::poll(context& cx) {
+    bool exact = kind_ == kind::read_exact || kind_ == kind::write_all;
+    if (exact && done_ == size_) return true;  // nothing (left) to do
+    bool reading = kind_ == kind::read || kind_ == kind::read_exact;
+    int fd = claim_.src->fd;
+    return detail::drive(claim_, cx, what_, [&] {
+        std::size_t want = size_ - done_;
+        ssize_t n = reading ? ::recv(fd, data_ + done_, want, 0) : ::send(fd, data_ + done_, want, MSG_NOSIGNAL);
+        if (n < 0) return detail::classify_errno(what_);
+        done_ += static_cast<std::size_t>(n);
+        // On a stream, recv/send stop short only when the receive queue is
+        // empty / the send buffer full (Linux TCP and Unix stream sockets
+        // copy until one or the other); the next edge will say when that
+        // changes. Datagram sockets tell nothing of the kind.
+        bool drained = stream_ && n > 0 && static_cast<std::size_t>(n) < want;
+        // A read of 0 is end of stream: done, also for read_exact (short count).
+        if (exact && done_ < size_ && (n > 0 || !reading))
+            return drained ? attempt_result::would_block : attempt_result::again;
+        return drained ? attempt_result::done_drained : attempt_result::done;
+    });
+}
+
+bool accept_awaitable::poll(context& cx) {
+    int lfd = claim_.src->fd;
+    return detail::drive(claim_, cx, what(), [&] {
+        int fd = ::accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            accepted_ = detail::make_io(fd);
+            return attempt_result::done;
+        }
+        // The connection died in the queue (or a network error Linux
+        // passes on to accept): it is not ours to report; take the next.
+        switch (errno) {
+            case ECONNABORTED:
+            case EPROTO:
+            case ENETDOWN:
+            case ENOPROTOOPT:
+            case EHOSTDOWN:
+            case ENONET:
+            case EHOSTUNREACH:
+            case EOPNOTSUPP:
+            case ENETUNREACH:
+                return attempt_result::again;
+            default:
+                return detail::classify_errno(what());  // EMFILE, ENFILE, ENOBUFS, ENOMEM throw
+        }
+    });
+}
+
+connect_awaitable::connect_awaitable(const socket_address& addr, std::optional<clock::duration> timeout)
+    : addr_(addr), timeout_(timeout) {
+    if (timeout_) timer_.emplace(now() + *timeout_);
+}
+
+void connect_awaitable::start() {
+    int fd = detail::open_socket(addr_.family(), SOCK_STREAM, what());
+    io_ = detail::make_io(fd);
+    claim_.attach(io_.get());
+    if (::connect(fd, addr_.native(), addr_.native_size()) == 0) {
+        connected_ = true;
+        return;
+    }
+    if (errno != EINPROGRESS) detail::throw_errno(errno, detail::describe("aspen::tcp_stream::connect to", addr_));
+}
+
+bool connect_awaitable::poll(context& cx) {
+    if (!io_) start();
+    if (connected_) return true;
+    int fd = io_.fd();
+    bool done = detail::drive(claim_, cx, what(), [&] {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        if (err != 0) detail::throw_errno(err, detail::describe("aspen::tcp_stream::connect to", addr_));
+        // Writable without an error but not connected yet: wait on.
+        sockaddr_storage peer{};
+        socklen_t plen = sizeof peer;
+        if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) == 0) return attempt_result::done;
+        if (errno == ENOTCONN) return attempt_result::would_block;
+        return detail::classify_errno(what());
+    });
+    if (done) {
+        connected_ = true;
+        return true;
+    }
+    if (timer_ && timer_->poll(cx)) {
+        claim_.abandon();
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout_).count();
+        detail::throw_errno(ETIMEDOUT, detail::describe("aspen::tcp_stream::connect to", addr_) + ": timed out after " +
+                                           std::to_string(ms) + " ms");
+    }
+    return false;
+}
+
+tcp_stream tcp_stream::from_native(int fd) {
+    int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+        detail::throw_errno(errno, "aspen::tcp_stream::from_native");
+    return tcp_stream(detail::make_io(fd));
+}
+
+void tcp_stream::shutdown(shutdown_mode how) {
+    int h = how == shutdown_mode::read ? SHUT_RD : how == shutdown_mode::write ? SHUT_WR : SHUT_RDWR;
+    if (::shutdown(io_.require("aspen::tcp_stream::shutdown")->fd, h) != 0)
+        detail::throw_errno(errno, "aspen::tcp_stream::shutdown");
+}
+
+void tcp_stream::set_nodelay(bool on) {
+    int v = on ? 1 : 0;
+    if (::setsockopt(io_.require("aspen::tcp_stream::set_nodelay")->fd, IPPROTO_TCP, TCP_NODELAY, &v, sizeof v) != 0)
+        detail::throw_errno(errno, "aspen::tcp_stream::set_nodelay");
+}
+
+bool tcp_stream::nodelay() const {
+    int v = 0;
+    socklen_t len = sizeof v;
+    if (::getsockopt(io_.require("aspen::tcp_stream::nodelay")->fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) != 0)
+        detail::throw_errno(errno, "aspen::tcp_stream::nodelay");
+    return v != 0;
+}
+
+socket_address tcp_stream::local_addr() const {
+    const char* what = "aspen::tcp_stream::local_addr";
+    return detail::local_address(io_.require(what)->fd, what);
+}
+
+socket_address tcp_stream::peer_addr() const {
+    const char* what = "aspen::tcp_stream::peer_addr";
+    return detail::peer_address(io_.require(what)->fd, what);
+}
+
+tcp_listener tcp_listener::bind(const socket_address& addr, int backlog) {
+    const char* what = "aspen::tcp_listener::bind";
+    if (backlog < 0) throw std::invalid_argument("aspen::tcp_listener::bind: the backlog must not be negative");
+    detail::io_handle io = detail::make_io(detail::open_socket(addr.family(), SOCK_STREAM, what));
+    int one = 1;
+    // A restarted server can bind while old connections sit in TIME_WAIT.
+    if (::setsockopt(io.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0)
+        detail::throw_errno(errno, detail::describe(what, addr));
+    detail::bind_socket(io.fd(), addr, what);
+    if (::listen(io.fd(), backlog) != 0) detail::throw_errno(errno, detail::describe("aspen::tcp_listener::listen", addr));
+    return tcp_listener(std::move(io));
+}
+
+socket_address tcp_listener::local_addr() const {
+    const char* what = "aspen::tcp_listener::local_addr";
+    return detail::local_address(io_.require(what)->fd, what);
+}
+
+}  // namespace aspen

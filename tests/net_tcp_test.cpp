@@ -1,0 +1,280 @@
+// TCP: echo with many concurrent connections (every byte checked) on 1, 2
+// and 8 workers and on the current-thread runtime, IPv6, half-close, peer
+// reset, refused and timed-out connects, end of stream, and misuse.
+#include "net_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <string>
+#include <system_error>
+
+using namespace std::chrono_literals;
+using aspen::socket_address;
+using aspen::tcp_listener;
+using aspen::tcp_stream;
+using aspen::task;
+
+namespace {
+
+constexpr std::size_t echo_connections = 1000;
+constexpr std::size_t echo_rounds = net_test::sanitized ? 3 : 10;
+
+template <class Runtime>
+void run_echo(Runtime& rt, socket_address bind_addr, std::size_t connections, std::size_t rounds) {
+    std::uint64_t checked = rt.block_on([&]() -> task<std::uint64_t> {
+        tcp_listener listener = tcp_listener::bind(bind_addr);
+        socket_address addr = listener.local_addr();
+        auto server = aspen::spawn(net_test::echo_server(listener, connections));
+        std::vector<aspen::join_handle<std::uint64_t>> clients;
+        for (std::size_t c = 0; c < connections; ++c) clients.push_back(aspen::spawn(net_test::echo_client(addr, c, rounds)));
+        std::uint64_t total = 0;
+        for (auto& h : clients) total += co_await h;
+        co_await server;
+        co_return total;
+    }());
+    std::uint64_t expected = 0;
+    for (std::size_t c = 0; c < connections; ++c)
+        for (std::size_t r = 0; r < rounds; ++r) expected += 1 + (c * 17 + r * 311) % 3000;
+    EXPECT_EQ(checked, expected);
+    EXPECT_EQ(rt.metrics().io_registrations, 0u);
+}
+
+// 1,000 connections need ~2,000 descriptors in this process.
+bool enough_fds() { return net_test::raise_fd_limit() >= 2 * echo_connections + 64; }
+
+class TcpEcho : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(TcpEcho, ThousandConcurrentConnectionsEveryByteChecked) {
+    if (!enough_fds()) GTEST_SKIP() << "RLIMIT_NOFILE hard limit below " << 2 * echo_connections + 64 << ": cannot open 1,000 connections";
+    aspen::runtime rt(aspen_test::workers(GetParam()));
+    aspen_test::within(300s, "1,000-connection echo", [&] {
+        run_echo(rt, socket_address::loopback_v4(0), echo_connections, echo_rounds);
+    });
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, TcpEcho, ::testing::Values(1, 2, 8));
+
+TEST(Tcp, EchoOnTheCurrentThreadRuntime) {
+    if (!enough_fds()) GTEST_SKIP() << "RLIMIT_NOFILE hard limit too low";
+    aspen::current_thread_runtime rt;
+    aspen_test::within(300s, "current-thread echo", [&] {
+        run_echo(rt, socket_address::loopback_v4(0), 200, echo_rounds);
+    });
+}
+
+TEST(Tcp, EchoOverIpv6) {
+    aspen::runtime rt(aspen_test::workers(2));
+    try {
+        tcp_listener probe = tcp_listener::bind(socket_address::loopback_v6(0));
+    } catch (const std::system_error& e) {
+        GTEST_SKIP() << "no IPv6 loopback here: " << e.what();
+    }
+    aspen_test::within(60s, "IPv6 echo", [&] { run_echo(rt, socket_address::loopback_v6(0), 20, echo_rounds); });
+}
+
+// A connected pair (client, server side) on 127.0.0.1.
+task<std::pair<tcp_stream, tcp_stream>> connected_pair() {
+    tcp_listener l = tcp_listener::bind(socket_address::loopback_v4(0));
+    auto accepted = aspen::spawn([](tcp_listener& l) -> task<tcp_stream> { co_return co_await l.accept(); }(l));
+    tcp_stream client = co_await tcp_stream::connect(l.local_addr());
+    tcp_stream server = co_await accepted;
+    co_return std::pair{std::move(client), std::move(server)};
+}
+
+TEST(Tcp, HalfCloseReadingAfterEofAndShortReadExact) {
+    aspen::runtime rt(aspen_test::workers(2));
+    aspen_test::within(30s, "half-close", [&] {
+        rt.block_on([]() -> task<void> {
+            auto [client, server] = co_await connected_pair();
+            co_await client.write_all("hello");
+            client.shutdown(aspen::shutdown_mode::write);
+            char buf[16] = {};
+            // read_exact asks for more than will ever come: the short count
+            // at end of stream is the result, not an error.
+            std::size_t n = co_await server.read_exact(buf, sizeof buf);
+            EXPECT_EQ(std::string(buf, n), "hello");
+            EXPECT_EQ(co_await server.read(buf, sizeof buf), 0u);  // EOF
+            EXPECT_EQ(co_await server.read(buf, sizeof buf), 0u);  // and again
+            // The other direction still works after the client's half-close.
+            co_await server.write_all("bye");
+            server.shutdown(aspen::shutdown_mode::write);
+            n = co_await client.read_exact(buf, 3);
+            EXPECT_EQ(std::string(buf, n), "bye");
+            EXPECT_EQ(co_await client.read(buf, sizeof buf), 0u);
+        }());
+    });
+}
+
+TEST(Tcp, PeerResetIsAnErrorWithTheErrno) {
+    aspen::runtime rt(aspen_test::workers(2));
+    aspen_test::within(30s, "peer reset", [&] {
+        rt.block_on([]() -> task<void> {
+            auto [client, server] = co_await connected_pair();
+            // SO_LINGER 0: close sends RST instead of FIN.
+            linger lg{1, 0};
+            if (::setsockopt(client.native_handle(), SOL_SOCKET, SO_LINGER, &lg, sizeof lg) != 0)
+                throw std::system_error(errno, std::generic_category(), "SO_LINGER");
+            client = tcp_stream();  // closes
+            char buf[8];
+            try {
+                co_await server.read(buf, sizeof buf);
+                ADD_FAILURE() << "read after a reset did not throw";
+            } catch (const std::system_error& e) {
+                EXPECT_EQ(e.code().value(), ECONNRESET) << e.what();
+                EXPECT_NE(std::string(e.what()).find("aspen::tcp_stream::read"), std::string::npos) << e.what();
+            }
+            // Writing to the dead connection throws too (never SIGPIPE).
+            bool threw = false;
+            try {
+                for (int i = 0; i < 8; ++i) co_await server.write_all("data");
+            } catch (const std::system_error& e) {
+                threw = true;
+                EXPECT_TRUE(e.code().value() == EPIPE || e.code().value() == ECONNRESET) << e.what();
+            }
+            EXPECT_TRUE(threw);
+        }());
+    });
+}
+
+TEST(Tcp, ConnectionRefused) {
+    aspen::runtime rt(aspen_test::workers(1));
+    aspen_test::within(30s, "refused", [&] {
+        rt.block_on([]() -> task<void> {
+            socket_address addr = tcp_listener::bind(socket_address::loopback_v4(0)).local_addr();  // closed again
+            try {
+                co_await tcp_stream::connect(addr);
+                ADD_FAILURE() << "connect to a closed port succeeded";
+            } catch (const std::system_error& e) {
+                EXPECT_EQ(e.code(), std::errc::connection_refused) << e.what();
+                EXPECT_NE(std::string(e.what()).find(addr.to_string()), std::string::npos) << e.what();
+            }
+        }());
+    });
+    EXPECT_EQ(rt.metrics().io_registrations, 0u);
+}
+
+// A listener whose accept queue is full drops SYNs, so a further connect
+// stays pending (the kernel retries after a second): a reliable way to
+// make a loopback connect wait. Returns the connections that did complete.
+task<std::vector<tcp_stream>> fill_backlog(const tcp_listener& l) {
+    std::vector<tcp_stream> done;
+    for (int i = 0; i < 8; ++i) {
+        try {
+            done.push_back(co_await tcp_stream::connect(l.local_addr(), 300ms));
+        } catch (const std::system_error& e) {
+            if (e.code().value() != ETIMEDOUT) throw;
+            co_return done;
+        }
+    }
+    throw std::runtime_error("the accept queue never filled");
+}
+
+TEST(Tcp, ConnectTimeoutThrowsEtimedoutAndClosesTheSocket) {
+    aspen::runtime rt(aspen_test::workers(2));
+    int fds_before = net_test::open_fds();
+    aspen_test::within(60s, "connect timeout", [&] {
+        rt.block_on([]() -> task<void> {
+            tcp_listener l = tcp_listener::bind(socket_address::loopback_v4(0), 0);
+            std::vector<tcp_stream> queued = co_await fill_backlog(l);
+            EXPECT_GE(queued.size(), 1u);
+            try {
+                co_await tcp_stream::connect(l.local_addr(), 20ms);
+                ADD_FAILURE() << "connect to a full accept queue succeeded";
+            } catch (const std::system_error& e) {
+                EXPECT_EQ(e.code().value(), ETIMEDOUT);
+                EXPECT_NE(std::string(e.what()).find("timed out after 20 ms"), std::string::npos) << e.what();
+            }
+        }());
+    });
+    EXPECT_EQ(net_test::open_fds(), fds_before);
+    EXPECT_EQ(rt.metrics().io_registrations, 0u);
+    EXPECT_EQ(rt.metrics().timers_armed, 0u);
+}
+
+TEST(Tcp, AddressesNodelayAndBigWrites) {
+    aspen::runtime rt(aspen_test::workers(2));
+    aspen_test::within(60s, "addresses", [&] {
+        rt.block_on([]() -> task<void> {
+            auto [client, server] = co_await connected_pair();
+            EXPECT_EQ(client.peer_addr(), server.local_addr());
+            EXPECT_EQ(server.peer_addr(), client.local_addr());
+            EXPECT_EQ(client.local_addr().ip_string(), "127.0.0.1");
+            client.set_nodelay(true);
+            EXPECT_TRUE(client.nodelay());
+            client.set_nodelay(false);
+            EXPECT_FALSE(client.nodelay());
+            // Far more than the socket buffers hold: write_all waits for
+            // the reader again and again; every byte arrives in order.
+            std::size_t size = net_test::sanitized ? 2 << 20 : 16 << 20;
+            std::vector<char> out(size), in(size);
+            for (std::size_t i = 0; i < size; ++i) out[i] = net_test::pattern_byte(1, 2, i);
+            auto writer = aspen::spawn([](tcp_stream& s, std::vector<char>& out) -> task<std::size_t> {
+                co_return co_await s.write_all(out.data(), out.size());
+            }(client, out));
+            EXPECT_EQ(co_await server.read_exact(in.data(), size), size);
+            EXPECT_EQ(co_await writer, size);
+            EXPECT_TRUE(in == out);
+        }());
+    });
+}
+
+TEST(Tcp, BindErrorsNameTheAddress) {
+    tcp_listener a = tcp_listener::bind(socket_address::loopback_v4(0));
+    try {
+        tcp_listener b = tcp_listener::bind(a.local_addr());
+        ADD_FAILURE() << "second bind to the same port succeeded";
+    } catch (const std::system_error& e) {
+        EXPECT_EQ(e.code(), std::errc::address_in_use);
+        EXPECT_NE(std::string(e.what()).find(a.local_addr().to_string()), std::string::npos) << e.what();
+    }
+}
+
+TEST(TcpMisuse, SecondConcurrentReadThrowsLogicError) {
+    aspen::runtime rt(aspen_test::workers(2));
+    aspen_test::within(30s, "concurrent read", [&] {
+        rt.block_on([&]() -> task<void> {
+            auto [client, server] = co_await connected_pair();
+            auto first = aspen::spawn([](tcp_stream& s) -> task<std::size_t> {
+                char c;
+                co_return co_await s.read(&c, 1);
+            }(server));
+            // Wait until the first read is parked on the socket.
+            while (rt.metrics().io_registrations < 2) co_await aspen::sleep(1ms);
+            co_await aspen::sleep(5ms);
+            char c;
+            EXPECT_THROW(co_await server.read(&c, 1), std::logic_error);
+            // The first read is unharmed.
+            co_await client.write_all("x");
+            EXPECT_EQ(co_await first, 1u);
+        }());
+    });
+}
+
+TEST(TcpMisuse, EmptySocketsAndAwaitingOutsideATaskThrow) {
+    tcp_stream empty;
+    EXPECT_THROW((void)empty.read(nullptr, 0), std::logic_error);
+    EXPECT_THROW(empty.peer_addr(), std::logic_error);
+    tcp_listener none;
+    EXPECT_THROW((void)none.accept(), std::logic_error);
+    tcp_listener l = tcp_listener::bind(socket_address::loopback_v4(0));
+    auto a = l.accept();
+    EXPECT_THROW(a.await_ready(), std::logic_error);  // not inside a task
+    EXPECT_THROW(tcp_listener::bind(socket_address::loopback_v4(0), -1), std::invalid_argument);
+}
+
+TEST(TcpMisuse, SocketUsedAfterItsRuntimeIsGoneThrows) {
+    tcp_listener l = tcp_listener::bind(socket_address::loopback_v4(0));
+    {
+        aspen::runtime rt(aspen_test::workers(1));
+        // Registers the listener with rt, then times out (the accept is abandoned).
+        auto accept_one = [](tcp_listener& l) -> task<tcp_stream> { co_return co_await l.accept(); };
+        EXPECT_THROW(rt.block_on(aspen::timeout(5ms, accept_one(l))), aspen::timed_out);
+    }
+    aspen::runtime rt2(aspen_test::workers(1));
+    EXPECT_THROW(rt2.block_on([&]() -> task<void> { co_await l.accept(); }()), std::logic_error);
+}
+
+}  // namespace

@@ -1,0 +1,162 @@
+// UDP sockets, socket_address parsing and aspen::resolve.
+#include "net_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <system_error>
+
+using namespace std::chrono_literals;
+using aspen::socket_address;
+using aspen::task;
+using aspen::udp_socket;
+
+namespace {
+
+TEST(SocketAddress, ParsesIpv4AndBracketedIpv6) {
+    socket_address a = socket_address::parse("127.0.0.1:8080");
+    EXPECT_TRUE(a.is_v4());
+    EXPECT_EQ(a.port(), 8080);
+    EXPECT_EQ(a.to_string(), "127.0.0.1:8080");
+    EXPECT_EQ(a, socket_address::loopback_v4(8080));
+    socket_address b = socket_address::parse("[::1]:80");
+    EXPECT_TRUE(b.is_v6());
+    EXPECT_EQ(b.port(), 80);
+    EXPECT_EQ(b.to_string(), "[::1]:80");
+    EXPECT_EQ(b, socket_address::loopback_v6(80));
+    EXPECT_EQ(socket_address::parse("[fe80::1%1]:443").to_string(), "[fe80::1%1]:443");
+    EXPECT_EQ(socket_address::parse("0.0.0.0:0"), socket_address());
+    EXPECT_EQ(socket_address::parse("10.1.2.3", 9).to_string(), "10.1.2.3:9");
+    EXPECT_EQ(socket_address::parse("::", 9), socket_address::any_v6(9));
+    // to_string reads back.
+    for (const char* t : {"1.2.3.4:65535", "[2001:db8::42]:1", "[::ffff:1.2.3.4]:7"})
+        EXPECT_EQ(socket_address::parse(socket_address::parse(t).to_string()).to_string(), t);
+}
+
+TEST(SocketAddress, BadTextThrowsInvalidArgumentQuotingIt) {
+    struct bad_case {
+        const char* text;
+        const char* reason;
+    };
+    for (bad_case c : {bad_case{"127.0.0.1", "missing ':port'"}, bad_case{"127.0.0.1:", "missing port"},
+                       bad_case{"127.0.0.1:65536", "0 to 65535"}, bad_case{"127.0.0.1:8x", "0 to 65535"},
+                       bad_case{"::1:80", "needs brackets"}, bad_case{"[::1]80", "expected ':port'"},
+                       bad_case{"[::1:80", "missing ']'"}, bad_case{"[1.2.3.4]:80", "IPv6 addresses only"},
+                       bad_case{"localhost:80", "not a numeric"}, bad_case{"256.1.1.1:80", "not a numeric"},
+                       bad_case{"", "missing ':port'"}, bad_case{"[fe80::1%]:80", "not a numeric"}}) {
+        try {
+            socket_address::parse(c.text);
+            ADD_FAILURE() << "parsed: " << c.text;
+        } catch (const std::invalid_argument& e) {
+            std::string msg = e.what();
+            EXPECT_NE(msg.find(std::string("\"") + c.text + "\""), std::string::npos) << msg;
+            EXPECT_NE(msg.find(c.reason), std::string::npos) << msg;
+        }
+    }
+    EXPECT_THROW(socket_address::parse("1.2.3.4%eth0", 1), std::invalid_argument);
+    EXPECT_THROW(socket_address::parse("fe80::1%no-such-interface-here", 1), std::invalid_argument);
+}
+
+TEST(Udp, SendToRecvFromAndConnectedSendRecv) {
+    aspen::runtime rt(aspen_test::workers(2));
+    aspen_test::within(30s, "udp", [&] {
+        rt.block_on([]() -> task<void> {
+            udp_socket a = udp_socket::bind(socket_address::loopback_v4(0));
+            udp_socket b = udp_socket::bind(socket_address::loopback_v4(0));
+            EXPECT_EQ(co_await a.send_to("ping", b.local_addr()), 4u);
+            char buf[16];
+            udp_socket::received r = co_await b.recv_from(buf, sizeof buf);
+            EXPECT_EQ(std::string(buf, r.size), "ping");
+            EXPECT_EQ(r.peer, a.local_addr());
+            EXPECT_FALSE(r.truncated);
+            // Truncation is reported; the datagram is consumed whole.
+            co_await a.send_to("0123456789", b.local_addr());
+            r = co_await b.recv_from(buf, 4);
+            EXPECT_EQ(r.size, 4u);
+            EXPECT_TRUE(r.truncated);
+            EXPECT_EQ(std::string(buf, 4), "0123");
+            // Connected: send/recv, peer_addr.
+            a.connect(b.local_addr());
+            b.connect(a.local_addr());
+            EXPECT_EQ(a.peer_addr(), b.local_addr());
+            EXPECT_EQ(co_await a.send("pong"), 4u);
+            std::size_t n = co_await b.recv(buf, sizeof buf);
+            EXPECT_EQ(std::string(buf, n), "pong");
+            // Many datagrams, each checked, received in a separate task.
+            constexpr int count = 200;
+            auto receiver = aspen::spawn([](udp_socket& b) -> task<int> {
+                int ok = 0;
+                char buf[16];
+                for (int i = 0; i < count; ++i) {
+                    std::size_t n = co_await b.recv(buf, sizeof buf);
+                    if (std::string(buf, n) == std::to_string(i)) ++ok;
+                }
+                co_return ok;
+            }(b));
+            for (int i = 0; i < count; ++i) {
+                co_await a.send(std::to_string(i));
+                if (i % 32 == 31) co_await aspen::sleep(1ms);  // stay far below the receive buffer
+            }
+            EXPECT_EQ(co_await receiver, count);
+        }());
+    });
+    EXPECT_EQ(rt.metrics().io_registrations, 0u);
+}
+
+TEST(Udp, Ipv6AndConnectedRefusal) {
+    aspen::runtime rt(aspen_test::workers(1));
+    aspen_test::within(30s, "udp v6", [&] {
+        rt.block_on([]() -> task<void> {
+            udp_socket a = udp_socket::bind(socket_address::loopback_v4(0));
+            // A connected socket learns of ICMP port unreachable: the next
+            // receive reports ECONNREFUSED.
+            socket_address closed = udp_socket::bind(socket_address::loopback_v4(0)).local_addr();
+            a.connect(closed);
+            co_await a.send("x");
+            char buf[4];
+            try {
+                co_await a.recv(buf, sizeof buf);
+                ADD_FAILURE() << "recv from a closed port succeeded";
+            } catch (const std::system_error& e) {
+                EXPECT_EQ(e.code(), std::errc::connection_refused) << e.what();
+            }
+            udp_socket v6;
+            try {
+                v6 = udp_socket::bind(socket_address::loopback_v6(0));
+            } catch (const std::system_error&) {
+                co_return;  // no IPv6 loopback on this machine
+            }
+            udp_socket w6 = udp_socket::bind(socket_address::loopback_v6(0));
+            co_await v6.send_to("six", w6.local_addr());
+            auto r = co_await w6.recv_from(buf, sizeof buf);
+            EXPECT_EQ(std::string(buf, r.size), "six");
+            EXPECT_TRUE(r.peer.is_v6());
+        }());
+    });
+}
+
+TEST(Resolve, NumericAtOnceNamesOnAThreadErrorsNameTheHost) {
+    aspen::runtime rt(aspen_test::workers(2));
+    aspen_test::within(60s, "resolve", [&] {
+        rt.block_on([]() -> task<void> {
+            auto numeric = co_await aspen::resolve("::1", 53);
+            EXPECT_EQ(numeric, std::vector<socket_address>{socket_address::loopback_v6(53)});
+            auto local = co_await aspen::resolve("localhost", 8080);
+            EXPECT_FALSE(local.empty());
+            for (const socket_address& a : local) {
+                EXPECT_EQ(a.port(), 8080);
+                EXPECT_TRUE(a == socket_address::loopback_v4(8080) || a == socket_address::loopback_v6(8080))
+                    << a.to_string();
+            }
+            try {
+                co_await aspen::resolve("no-such-host.invalid", 80);
+                ADD_FAILURE() << "resolved an .invalid name";
+            } catch (const std::system_error& e) {
+                EXPECT_NE(std::string(e.what()).find("no-such-host.invalid"), std::string::npos) << e.what();
+            }
+            EXPECT_THROW(co_await aspen::resolve("", 80), std::invalid_argument);
+        }());
+    });
+}
+
+}  // namespace

@@ -1,0 +1,94 @@
+// Helpers shared by the networking tests: open-fd counting, the fd limit,
+// and an echo server / checked echo client over aspen's sockets.
+#pragma once
+
+#include "test_util.hpp"
+
+#include <aspen/aspen.hpp>
+
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <sys/resource.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace net_test {
+
+#ifdef ASPEN_SANITIZED
+inline constexpr bool sanitized = true;
+#else
+inline constexpr bool sanitized = false;
+#endif
+
+// Entries of /proc/self/fd (minus the one opendir itself uses).
+inline int open_fds() {
+    DIR* d = ::opendir("/proc/self/fd");
+    if (!d) return -1;
+    int n = 0;
+    while (::readdir(d)) ++n;
+    ::closedir(d);
+    return n - 3;  // ".", ".." and the directory's own fd
+}
+
+// Raises RLIMIT_NOFILE's soft limit to the hard limit; returns the limit now
+// in force.
+inline rlim_t raise_fd_limit() {
+    rlimit r{};
+    ::getrlimit(RLIMIT_NOFILE, &r);
+    if (r.rlim_cur < r.rlim_max) {
+        r.rlim_cur = r.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &r);
+        ::getrlimit(RLIMIT_NOFILE, &r);
+    }
+    return r.rlim_cur;
+}
+
+// Byte i of message `round` on connection `conn`: every byte differs with
+// its position, so a lost, duplicated or reordered byte is caught.
+inline char pattern_byte(std::size_t conn, std::size_t round, std::size_t i) {
+    return static_cast<char>((conn * 131 + round * 31 + i * 7 + (i >> 8)) & 0xFF);
+}
+
+// Echoes until the peer closes.
+inline aspen::task<void> echo_connection(aspen::tcp_stream s) {
+    std::vector<char> buf(16 * 1024);
+    for (;;) {
+        std::size_t n = co_await s.read(buf.data(), buf.size());
+        if (n == 0) co_return;
+        co_await s.write_all(buf.data(), n);
+    }
+}
+
+// Accepts `connections` connections and echoes each in its own task.
+inline aspen::task<void> echo_server(aspen::tcp_listener& listener, std::size_t connections) {
+    std::vector<aspen::join_handle<void>> conns;
+    for (std::size_t i = 0; i < connections; ++i) conns.push_back(aspen::spawn(echo_connection(co_await listener.accept())));
+    for (auto& h : conns) co_await h;
+}
+
+// `rounds` messages of varying size (1 to ~3 KB); every echoed byte is
+// compared. Returns the bytes checked; half-closes and expects EOF at the end.
+inline aspen::task<std::uint64_t> echo_client(aspen::socket_address addr, std::size_t conn, std::size_t rounds) {
+    aspen::tcp_stream s = co_await aspen::tcp_stream::connect(addr);
+    std::uint64_t checked = 0;
+    std::vector<char> out, in;
+    for (std::size_t r = 0; r < rounds; ++r) {
+        std::size_t size = 1 + (conn * 17 + r * 311) % 3000;
+        out.resize(size);
+        in.assign(size, 0);
+        for (std::size_t i = 0; i < size; ++i) out[i] = pattern_byte(conn, r, i);
+        co_await s.write_all(out.data(), size);
+        std::size_t got = co_await s.read_exact(in.data(), size);
+        if (got != size || in != out) throw std::runtime_error("echo mismatch on connection " + std::to_string(conn));
+        checked += size;
+    }
+    s.shutdown(aspen::shutdown_mode::write);
+    char c;
+    if (co_await s.read(&c, 1) != 0) throw std::runtime_error("expected end of stream");
+    co_return checked;
+}
+
+}  // namespace net_test
