@@ -1,9 +1,11 @@
 // aspen-bench: what every workload file provides and main.cpp runs.
 //
-// A workload is three plain functions that each do the whole job once and
-// return the value to check: the aspen version, the oneTBB version (nullptr
-// when TBB has no equivalent) and a serial baseline (nullptr when there is
-// none). main.cpp times them; the functions only do the work.
+// A workload is plain functions that each do the whole job once and return
+// the value to check: the aspen version, the oneTBB version (nullptr when TBB
+// has no equivalent), a serial baseline (nullptr when there is none) and a
+// Boost.Fiber version (nullptr when not compared with Boost.Fiber; it runs
+// on a thread of a fiber_pool, see fiber_pool.hpp). main.cpp times them; the
+// functions only do the work.
 #pragma once
 
 #include <aspen/aspen.hpp>
@@ -35,6 +37,7 @@ struct workload {
     std::int64_t (*aspen)(aspen::runtime& rt);
     std::int64_t (*tbb)(tbb_arenas& arenas);  // nullptr: no TBB equivalent
     std::int64_t (*serial)();                 // nullptr: no serial baseline
+    std::int64_t (*fiber)() = nullptr;        // nullptr: no Boost.Fiber peer
 };
 
 // The registry: one function per workload file.
@@ -45,6 +48,9 @@ workload spawn_many_local_workload();
 workload spawn_many_remote_workload();
 workload yield_many_workload();
 workload chained_spawn_workload();
+workload ping_pong_workload();
+workload mpsc_workload();
+workload mutex_workload();
 
 // fib(n) on aspen, spawning fib(n-1) at every level (also used by the
 // peak-RSS child process in main.cpp).
