@@ -56,6 +56,11 @@ workload mutex_workload();
 // peak-RSS child process in main.cpp).
 std::int64_t aspen_fib(aspen::runtime& rt, int n);
 
+// Note for workload code: await a send into a named variable, then test it.
+// With g++ 12.2, `if (co_await tx.send(v)) throw ...;` left a coroutine
+// reading uninitialised frame state (valgrind) and hanging or skipping its
+// body in a small test program; clang 19 compiled the same code correctly.
+
 // Returns v unchanged, but the compiler cannot see that: keeps a constant
 // argument from being folded into a precomputed serial result.
 template <class T>

@@ -26,8 +26,10 @@ constexpr std::size_t capacity = 1024;
 static_assert(messages % producers == 0, "every producer sends the same count");
 
 aspen::task<void> produce(aspen::mpsc_sender<std::int64_t> tx, std::int64_t first, std::int64_t count) {
-    for (std::int64_t k = 0; k < count; ++k)
-        if (co_await tx.send(first + k)) throw std::runtime_error("mpsc: the channel closed");
+    for (std::int64_t k = 0; k < count; ++k) {
+        std::optional<std::int64_t> back = co_await tx.send(first + k);  // named: see bench.hpp
+        if (back) throw std::runtime_error("mpsc: the channel closed");
+    }
 }
 
 aspen::task<std::int64_t> consume() {

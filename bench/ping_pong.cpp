@@ -36,7 +36,8 @@ aspen::task<std::int64_t> pong(value_receiver in, value_channel out, int n) {
         std::optional<std::int64_t> v = co_await in.recv();
         if (!v) throw std::runtime_error("ping_pong: B's channel ended early");
         got += *v;
-        if (co_await out.send(*v + 1)) throw std::runtime_error("ping_pong: A's channel closed");
+        std::optional<std::int64_t> back = co_await out.send(*v + 1);  // named: see bench.hpp
+        if (back) throw std::runtime_error("ping_pong: A's channel closed");
     }
     co_return got;
 }
@@ -47,7 +48,8 @@ aspen::task<std::int64_t> ping(int n) {
     aspen::join_handle<std::int64_t> b = aspen::spawn(pong(std::move(b_in), std::move(to_a), n));
     std::int64_t got = 0;
     for (int i = 0; i < n; ++i) {
-        if (co_await to_b.send(i)) throw std::runtime_error("ping_pong: B's channel closed");
+        std::optional<std::int64_t> back = co_await to_b.send(i);  // named: see bench.hpp
+        if (back) throw std::runtime_error("ping_pong: B's channel closed");
         std::optional<std::int64_t> v = co_await a_in.recv();
         if (!v) throw std::runtime_error("ping_pong: A's channel ended early");
         got += *v;

@@ -1,9 +1,12 @@
 // Cooperative scheduling budget. Each poll of a task starts with
 // config::coop_budget units; operations that may succeed again and again
-// without waiting (channel, socket and timer operations, and this call)
-// spend one. When the budget is spent, the next such operation yields the
-// task behind all ready work instead of completing at once, so one busy
-// task cannot hog its worker.
+// without waiting spend one: every await of the sync primitives and channels
+// (aspen/sync/: lock, acquire, send, recv, notified, event and latch waits)
+// and this call. When the budget is spent, the next such operation yields
+// the task behind all ready work instead of completing at once, so one busy
+// task cannot hog its worker. A sync await that has to wait spends nothing,
+// and one that yields has done nothing yet (it takes no message, lock or
+// permit until the task's next poll), so cancel safety is unchanged.
 #pragma once
 
 #include <aspen/detail/task_header.hpp>
@@ -16,6 +19,17 @@ namespace detail {
 // Spends one unit of the current poll's budget; false when none is left.
 bool coop_try_consume() noexcept;
 void yield_current(std::coroutine_handle<> h) noexcept;
+
+// The first poll of a leaf that spends budget (sync::leaf_awaitable): with
+// budget left it spends one unit and polls the leaf (ready), giving the unit
+// back if the leaf has to wait (pending); with none left it does not poll
+// the leaf at all (out_of_budget) and the caller suspends with yield_on_leaf.
+// Throws std::logic_error outside a task (`what` names the operation).
+enum class leaf_start : unsigned char { ready, pending, out_of_budget };
+leaf_start start_budgeted_leaf(const char* what, void* leaf, leaf_poll_fn poll);
+// Suspends the current task behind all ready work with a leaf that was not
+// polled yet: the task's next poll polls it first, with a fresh budget.
+void yield_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept;
 }  // namespace detail
 
 struct consume_budget_awaitable {

@@ -7,6 +7,7 @@
 // joiner woken iff registered); `bash spec/run.sh` runs it.
 #include "scheduler/scheduler.hpp"
 
+#include <aspen/coop.hpp>
 #include <aspen/errors.hpp>
 
 #include <cassert>
@@ -182,12 +183,24 @@ bool coop_try_consume() noexcept {
     return true;
 }
 
-void yield_current(std::coroutine_handle<> h) noexcept {
+leaf_start start_budgeted_leaf(const char* what, void* leaf, leaf_poll_fn poll) {
+    task_header& t = require_current_task(what);
+    thread_context& c = tls_context;
+    if (c.budget == 0) return leaf_start::out_of_budget;
+    --c.budget;  // spent up front: most of these operations complete at once
+    if (poll_leaf_now(t, leaf, poll)) return leaf_start::ready;
+    ++c.budget;  // waiting is not hogging the worker: the unit comes back
+    return leaf_start::pending;
+}
+
+void yield_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept {
     task_header* t = tls_context.current;
-    suspend_on_leaf(h, nullptr, nullptr);
+    suspend_on_leaf(h, leaf, poll);
     t->yield_requested = true;
     waker_wake_by_ref(t);  // RUNNING: sets NOTIFIED, re-queued after the poll
 }
+
+void yield_current(std::coroutine_handle<> h) noexcept { yield_on_leaf(h, nullptr, nullptr); }
 
 void ref_inc(task_header* t) noexcept {
     // relaxed: taking a ref needs no ordering, we already hold one.

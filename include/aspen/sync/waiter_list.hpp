@@ -15,8 +15,16 @@
 //   neither copyable nor movable; they are returned as prvalues and live in
 //   the awaiting coroutine's frame. An exception thrown by poll is rethrown
 //   from await_resume, in the awaiting task.
+//   It also spends the coop budget (aspen/coop.hpp), here and nowhere else:
+//   an await that completes at once costs one unit; one that waits costs
+//   nothing; with no budget left the task yields BEFORE D::poll runs, and
+//   D::poll runs first thing in the task's next poll. So a primitive opts in
+//   just by deriving from leaf_awaitable, and needs no budget code, provided
+//   (as for any cancel-safe await) that D::poll is where the operation takes
+//   effect and D's destructor copes with never having been polled.
 #pragma once
 
+#include <aspen/coop.hpp>
 #include <aspen/detail/task_header.hpp>
 #include <aspen/waker.hpp>
 
@@ -129,11 +137,14 @@ public:
     leaf_awaitable& operator=(const leaf_awaitable&) = delete;
 
     bool await_ready() {
-        auto& t = detail::require_current_task(Derived::awaited_what);
-        return detail::poll_leaf_now(t, static_cast<leaf_awaitable*>(this), &thunk);
+        start_ = detail::start_budgeted_leaf(Derived::awaited_what, static_cast<leaf_awaitable*>(this), &thunk);
+        return start_ == detail::leaf_start::ready;
     }
     void await_suspend(std::coroutine_handle<> h) noexcept {
-        detail::suspend_on_leaf(h, static_cast<leaf_awaitable*>(this), &thunk);
+        if (start_ == detail::leaf_start::out_of_budget)
+            detail::yield_on_leaf(h, static_cast<leaf_awaitable*>(this), &thunk);
+        else
+            detail::suspend_on_leaf(h, static_cast<leaf_awaitable*>(this), &thunk);
     }
 
 protected:
@@ -145,15 +156,23 @@ protected:
 private:
     static bool thunk(void* self, aspen::context& cx) noexcept {
         auto* me = static_cast<leaf_awaitable*>(self);
+        const bool after_yield = std::exchange(me->start_, detail::leaf_start::pending) ==
+                                 detail::leaf_start::out_of_budget;
         try {
-            return static_cast<Derived*>(me)->poll(cx);
+            if (!static_cast<Derived*>(me)->poll(cx)) return false;
         } catch (...) {
             me->error_ = std::current_exception();
             return true;
         }
+        // Yielded for budget, the operation takes effect here, first thing
+        // in the next poll: it spends a unit of that poll's fresh budget, as
+        // it would have in await_ready.
+        if (after_yield) detail::coop_try_consume();
+        return true;
     }
 
     std::exception_ptr error_;
+    detail::leaf_start start_ = detail::leaf_start::pending;
 };
 
 }  // namespace aspen::detail::sync
