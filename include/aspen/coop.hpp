@@ -21,14 +21,20 @@ bool coop_try_consume() noexcept;
 void yield_current(std::coroutine_handle<> h) noexcept;
 
 // The first poll of a leaf that spends budget (sync::leaf_awaitable): with
-// budget left it spends one unit and polls the leaf (ready), giving the unit
-// back if the leaf has to wait (pending); with none left it does not poll
-// the leaf at all (out_of_budget) and the caller suspends with yield_on_leaf.
-// Throws std::logic_error outside a task (`what` names the operation).
-enum class leaf_start : unsigned char { ready, pending, out_of_budget };
-leaf_start start_budgeted_leaf(const char* what, void* leaf, leaf_poll_fn poll);
-// Suspends the current task behind all ready work with a leaf that was not
-// polled yet: the task's next poll polls it first, with a fresh budget.
+// budget left it spends one unit and polls the leaf; true when the leaf is
+// ready. False when the leaf has to wait (the unit is given back) or when no
+// budget was left (the leaf was not polled at all); either way the caller
+// then suspends with suspend_budgeted_leaf. Throws std::logic_error outside
+// a task (`what` names the operation).
+bool poll_budgeted_leaf(const char* what, void* leaf, leaf_poll_fn poll);
+// Right after poll_budgeted_leaf returned false: suspends on the leaf to wait
+// (re-polled with `poll`), or, if it found no budget, yields behind all ready
+// work with the leaf not polled yet; the task's next poll polls it first,
+// with `poll_after_yield`, which spends a unit of that poll's budget when
+// the leaf completes.
+void suspend_budgeted_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,
+                           leaf_poll_fn poll_after_yield) noexcept;
+// Suspends the current task behind all ready work on `leaf`, not polled yet.
 void yield_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept;
 }  // namespace detail
 

@@ -158,9 +158,13 @@ void cancel_running(task_header* t) noexcept {
 task_header* current_task() noexcept { return tls_context.current; }
 scheduler* current_scheduler() noexcept { return tls_context.sched; }
 
+// Out of line and cold, so the hot callers stay small.
+[[noreturn, gnu::cold, gnu::noinline]] void throw_outside_task(const char* what) {
+    throw std::logic_error(std::string(what) + ": awaited outside a task running on an aspen runtime");
+}
+
 task_header& require_current_task(const char* what) {
-    if (!tls_context.current)
-        throw std::logic_error(std::string(what) + ": awaited outside a task running on an aspen runtime");
+    if (!tls_context.current) throw_outside_task(what);
     return *tls_context.current;
 }
 
@@ -183,14 +187,23 @@ bool coop_try_consume() noexcept {
     return true;
 }
 
-leaf_start start_budgeted_leaf(const char* what, void* leaf, leaf_poll_fn poll) {
+bool poll_budgeted_leaf(const char* what, void* leaf, leaf_poll_fn poll) {
     task_header& t = require_current_task(what);
     thread_context& c = tls_context;
-    if (c.budget == 0) return leaf_start::out_of_budget;
+    if (c.budget == 0) return false;  // out of budget: suspend_budgeted_leaf yields
     --c.budget;  // spent up front: most of these operations complete at once
-    if (poll_leaf_now(t, leaf, poll)) return leaf_start::ready;
+    if (poll_leaf_now(t, leaf, poll)) return true;
     ++c.budget;  // waiting is not hogging the worker: the unit comes back
-    return leaf_start::pending;
+    return false;
+}
+
+void suspend_budgeted_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,
+                           leaf_poll_fn poll_after_yield) noexcept {
+    // Nothing ran since poll_budgeted_leaf returned false, and a leaf that
+    // has to wait gets its unit back, so a budget of zero here means the
+    // leaf was not polled for lack of budget.
+    if (tls_context.budget != 0) return suspend_on_leaf(h, leaf, poll);
+    yield_on_leaf(h, leaf, poll_after_yield);
 }
 
 void yield_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept {

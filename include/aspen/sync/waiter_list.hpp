@@ -137,14 +137,10 @@ public:
     leaf_awaitable& operator=(const leaf_awaitable&) = delete;
 
     bool await_ready() {
-        start_ = detail::start_budgeted_leaf(Derived::awaited_what, static_cast<leaf_awaitable*>(this), &thunk);
-        return start_ == detail::leaf_start::ready;
+        return detail::poll_budgeted_leaf(Derived::awaited_what, static_cast<leaf_awaitable*>(this), &thunk);
     }
     void await_suspend(std::coroutine_handle<> h) noexcept {
-        if (start_ == detail::leaf_start::out_of_budget)
-            detail::yield_on_leaf(h, static_cast<leaf_awaitable*>(this), &thunk);
-        else
-            detail::suspend_on_leaf(h, static_cast<leaf_awaitable*>(this), &thunk);
+        detail::suspend_budgeted_leaf(h, static_cast<leaf_awaitable*>(this), &thunk, &thunk_after_yield);
     }
 
 protected:
@@ -156,23 +152,22 @@ protected:
 private:
     static bool thunk(void* self, aspen::context& cx) noexcept {
         auto* me = static_cast<leaf_awaitable*>(self);
-        const bool after_yield = std::exchange(me->start_, detail::leaf_start::pending) ==
-                                 detail::leaf_start::out_of_budget;
         try {
-            if (!static_cast<Derived*>(me)->poll(cx)) return false;
+            return static_cast<Derived*>(me)->poll(cx);
         } catch (...) {
             me->error_ = std::current_exception();
             return true;
         }
-        // Yielded for budget, the operation takes effect here, first thing
-        // in the next poll: it spends a unit of that poll's fresh budget, as
-        // it would have in await_ready.
-        if (after_yield) detail::coop_try_consume();
+    }
+    // Yielded for budget, the operation takes effect in a later poll: it
+    // spends a unit of that poll's budget, as it would have in await_ready.
+    static bool thunk_after_yield(void* self, aspen::context& cx) noexcept {
+        if (!thunk(self, cx)) return false;
+        detail::coop_try_consume();
         return true;
     }
 
     std::exception_ptr error_;
-    detail::leaf_start start_ = detail::leaf_start::pending;
 };
 
 }  // namespace aspen::detail::sync
