@@ -34,8 +34,6 @@ bool poll_budgeted_leaf(const char* what, void* leaf, leaf_poll_fn poll);
 // the leaf completes.
 void suspend_budgeted_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,
                            leaf_poll_fn poll_after_yield) noexcept;
-// Suspends the current task behind all ready work on `leaf`, not polled yet.
-void yield_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept;
 }  // namespace detail
 
 struct consume_budget_awaitable {

@@ -187,6 +187,17 @@ bool coop_try_consume() noexcept {
     return true;
 }
 
+namespace {
+// Suspends the current task behind all ready work on `leaf` (none: resume
+// the coroutine), which its next poll polls first.
+void yield_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept {
+    task_header* t = tls_context.current;
+    suspend_on_leaf(h, leaf, poll);
+    t->yield_requested = true;
+    waker_wake_by_ref(t);  // RUNNING: sets NOTIFIED, re-queued after the poll
+}
+}  // namespace
+
 bool poll_budgeted_leaf(const char* what, void* leaf, leaf_poll_fn poll) {
     task_header& t = require_current_task(what);
     thread_context& c = tls_context;
@@ -204,13 +215,6 @@ void suspend_budgeted_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn p
     // leaf was not polled for lack of budget.
     if (tls_context.budget != 0) return suspend_on_leaf(h, leaf, poll);
     yield_on_leaf(h, leaf, poll_after_yield);
-}
-
-void yield_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept {
-    task_header* t = tls_context.current;
-    suspend_on_leaf(h, leaf, poll);
-    t->yield_requested = true;
-    waker_wake_by_ref(t);  // RUNNING: sets NOTIFIED, re-queued after the poll
 }
 
 void yield_current(std::coroutine_handle<> h) noexcept { yield_on_leaf(h, nullptr, nullptr); }
