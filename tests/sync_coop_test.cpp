@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 namespace {
 
@@ -181,6 +182,65 @@ TYPED_TEST(SyncCoop, EachReadyAwaitSpendsOneUnit) {
     auto polls = rt.metrics().total().polls - before;
     EXPECT_GE(polls, 100u);
     EXPECT_LE(polls, 102u);
+}
+
+// ---- exact counts with constant budget yields, on 1, 2 and 8 workers -------
+// A budget of 2 makes almost every other await yield (and resume on
+// whichever worker runs the task next, after steals): every message and
+// every increment must still be counted exactly once.
+
+#ifdef ASPEN_SANITIZED
+constexpr int per_producer = 2'000;
+#else
+constexpr int per_producer = 20'000;
+#endif
+constexpr int producers = 4;
+
+aspen::task<void> produce(aspen::mpsc_sender<std::int64_t> tx, int first) {
+    for (int k = 0; k < per_producer; ++k) {
+        std::optional<std::int64_t> back = co_await tx.send(first + k);
+        if (back) throw std::runtime_error("produce: channel closed");
+    }
+}
+
+aspen::task<void> add_under_lock(aspen::mutex& m, aspen::semaphore& s, std::int64_t& counter) {
+    for (int k = 0; k < per_producer; ++k) {
+        aspen::semaphore_permit p = co_await s.acquire();
+        aspen::mutex_guard g = co_await m.lock();
+        ++counter;
+    }
+}
+
+aspen::task<std::pair<std::int64_t, std::int64_t>> traffic() {
+    aspen::mutex m;
+    aspen::semaphore s(2);
+    std::int64_t counter = 0;
+    std::vector<aspen::join_handle<void>> adders;
+    for (int i = 0; i < producers; ++i) adders.push_back(aspen::spawn(add_under_lock(m, s, counter)));
+    std::int64_t sum = 0;
+    {
+        auto [tx, rx] = aspen::mpsc_channel<std::int64_t>(4);
+        std::vector<aspen::join_handle<void>> senders;
+        for (int p = 0; p < producers; ++p) senders.push_back(aspen::spawn(produce(tx, p * per_producer)));
+        tx = {};
+        while (std::optional<std::int64_t> v = co_await rx.recv()) sum += *v;
+        for (auto& h : senders) co_await h;
+    }
+    for (auto& h : adders) co_await h;
+    co_return std::pair{sum, counter};
+}
+
+TEST(SyncCoopExact, ChannelAndLockTrafficWithATinyBudgetCountsExactly) {
+    constexpr std::int64_t n = std::int64_t{producers} * per_producer;
+    for (std::size_t w : {1u, 2u, 8u}) {
+        aspen::config c = workers(w);
+        c.coop_budget = 2;
+        aspen::runtime rt(c);
+        std::pair<std::int64_t, std::int64_t> r;
+        within(120s, "channel and lock traffic with coop_budget 2", [&] { r = rt.block_on(traffic()); });
+        EXPECT_EQ(r.first, n * (n - 1) / 2) << w << " workers";
+        EXPECT_EQ(r.second, n) << w << " workers";
+    }
 }
 
 // ---- cancel safety of an await that yielded for budget -----------------------
