@@ -20,9 +20,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <type_traits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
