@@ -15,8 +15,8 @@ namespace {
 void join_work_stealing(std::size_t workers) {
     // Blocks until all `workers` threads have called it (work_stealing's
     // constructor waits on a barrier). suspend = false, Boost's default: an
-    // idle thread keeps looking for work instead of sleeping, which is its
-    // fastest setting for these latency-bound workloads.
+    // idle thread keeps looking for work instead of sleeping (no wake-up
+    // latency, but it burns its core; compare runs made at low load).
     boost::fibers::use_scheduling_algorithm<boost::fibers::algo::work_stealing>(
         static_cast<std::uint32_t>(workers));
 }
