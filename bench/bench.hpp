@@ -1,9 +1,11 @@
 // aspen-bench: what every workload file provides and main.cpp runs.
 //
-// A workload is three plain functions that each do the whole job once and
-// return the value to check: the aspen version, the oneTBB version (nullptr
-// when TBB has no equivalent) and a serial baseline (nullptr when there is
-// none). main.cpp times them; the functions only do the work.
+// A workload is plain functions that each do the whole job once and return
+// the value to check: the aspen version, the oneTBB version (nullptr when TBB
+// has no equivalent), a serial baseline (nullptr when there is none) and a
+// Boost.Fiber version (nullptr when not compared with Boost.Fiber; it runs
+// on a thread of a fiber_pool, see fiber_pool.hpp). main.cpp times them; the
+// functions only do the work.
 #pragma once
 
 #include <aspen/aspen.hpp>
@@ -37,6 +39,7 @@ struct workload {
     std::int64_t (*aspen)(aspen::runtime& rt);
     std::int64_t (*tbb)(tbb_arenas& arenas);  // nullptr: no TBB equivalent
     std::int64_t (*serial)();                 // nullptr: no serial baseline
+    std::int64_t (*fiber)() = nullptr;        // nullptr: no Boost.Fiber peer
     // Network workloads compare with Asio instead of TBB and report
     // requests/s: `requests` per run.
     std::int64_t (*asio)(asio_pool& pool) = nullptr;
@@ -57,10 +60,18 @@ workload tcp_echo_workload();
 // A line printed under the table (the last one per key wins): for what a
 // workload measures besides its time.
 void note(const std::string& key, const std::string& line);
+workload ping_pong_workload();
+workload mpsc_workload();
+workload mutex_workload();
 
 // fib(n) on aspen, spawning fib(n-1) at every level (also used by the
 // peak-RSS child process in main.cpp).
 std::int64_t aspen_fib(aspen::runtime& rt, int n);
+
+// Note for workload code: await a send into a named variable, then test it.
+// With g++ 12.2, `if (co_await tx.send(v)) throw ...;` left a coroutine
+// reading uninitialised frame state (valgrind) and hanging or skipping its
+// body in a small test program; clang 19 compiled the same code correctly.
 
 // Returns v unchanged, but the compiler cannot see that: keeps a constant
 // argument from being folded into a precomputed serial result.

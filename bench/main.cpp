@@ -1,9 +1,11 @@
-// aspen-bench: runs each workload on aspen, on oneTBB and serially, at the
-// requested worker counts, checks every result and prints a table or CSV.
+// aspen-bench: runs each workload on aspen, on oneTBB, on Boost.Fiber and
+// serially, at the requested worker counts, checks every result and prints a
+// table or CSV.
 //
 //   aspen-bench [--workers 1,2] [--runs 7] [--only fib,skynet] [--csv]
 #include "asio_pool.hpp"
 #include "bench.hpp"
+#include "fiber_pool.hpp"
 
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
@@ -21,6 +23,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -61,6 +64,7 @@ struct bench_results {
     workload w;
     std::vector<measurement> aspen;  // one per worker count
     std::vector<measurement> tbb;
+    std::vector<measurement> fiber;
     measurement serial;
     std::vector<measurement> asio;  // network workloads only
 };
@@ -74,7 +78,10 @@ std::vector<workload> all_workloads() {
             bench::yield_many_workload(),
             bench::chained_spawn_workload(),
             bench::sleep_many_workload(),
-            bench::tcp_echo_workload()};
+            bench::tcp_echo_workload(),
+            bench::ping_pong_workload(),
+            bench::mpsc_workload(),
+            bench::mutex_workload()};
 }
 
 void usage(std::FILE* out, const char* argv0) {
@@ -255,6 +262,73 @@ std::optional<long> fib35_peak_rss_kib(std::size_t workers) {
     return usage.ru_maxrss;  // KiB on Linux
 }
 
+// Runs the Boost.Fiber variant of every workload in `results` that has one,
+// at `workers`, in a child process (work_stealing can be set up only once
+// per process: see fiber_pool.hpp), and returns its measurements in that
+// order. Called before the parent starts any thread, so the fork is clean.
+// If the child fails, every measurement it owed is marked failed.
+std::vector<measurement> fiber_measurements(const std::vector<bench_results>& results, std::size_t workers,
+                                            int runs) {
+    static_assert(std::is_trivially_copyable_v<measurement>, "sent through a pipe as bytes");
+    std::vector<const workload*> todo;
+    for (const auto& r : results)
+        if (r.w.fiber) todo.push_back(&r.w);
+    std::vector<measurement> out(todo.size());
+    for (auto& m : out) {
+        m.present = true;
+        m.ok = false;  // until the child reports
+    }
+    if (todo.empty()) return out;
+    int fds[2];
+    if (pipe(fds) != 0) {
+        std::perror("aspen-bench: pipe");
+        return out;
+    }
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        std::perror("aspen-bench: fork");
+        close(fds[0]);
+        close(fds[1]);
+        return out;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        int code = 0;
+        {
+            bench::fiber_pool pool(workers);
+            for (const workload* w : todo) {
+                const measurement m = measure("fiber", *w, workers, runs, [w] { return w->fiber(); });
+                if (write(fds[1], &m, sizeof m) != static_cast<ssize_t>(sizeof m)) code = 1;
+            }
+        }  // the helper threads stop and are joined here
+        close(fds[1]);
+        std::fflush(nullptr);
+        // _exit: the calling thread still belongs to work_stealing, whose
+        // statics must not be torn down under it.
+        _exit(code);
+    }
+    close(fds[1]);
+    std::size_t got = 0;
+    for (auto& m : out) {
+        measurement in;
+        if (read(fds[0], &in, sizeof in) != static_cast<ssize_t>(sizeof in)) break;
+        m = in;
+        ++got;
+    }
+    close(fds[0]);
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) std::perror("aspen-bench: waitpid");
+    const bool child_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!child_ok || got != out.size()) {
+        std::fprintf(stderr, "FAILED: Boost.Fiber child at %zu worker%s (%s); %zu of %zu measurements received\n",
+                     workers, workers == 1 ? "" : "s",
+                     WIFSIGNALED(status) ? "killed by a signal" : "exited with an error", got, out.size());
+        for (auto& m : out) m.ok = false;
+    }
+    return out;
+}
+
 std::string ms(const measurement& m) {
     if (!m.present) return "-";
     char buf[32];
@@ -328,7 +402,7 @@ int main(int argc, char** argv) {
     std::vector<bench_results> results;
     for (auto& w : all_workloads()) {
         if (!opt.only.empty() && std::find(opt.only.begin(), opt.only.end(), w.name) == opt.only.end()) continue;
-        results.push_back({std::move(w), {}, {}, {}, {}});
+        results.push_back({std::move(w), {}, {}, {}, {}, {}});
     }
     const auto selected = [&](const char* name) {
         return std::any_of(results.begin(), results.end(), [&](const bench_results& r) { return r.w.name == name; });
@@ -341,6 +415,14 @@ int main(int argc, char** argv) {
     if (!opt.csv && selected("fib")) {
         rss_kib = fib35_peak_rss_kib(max_workers);
         rss_failed = !rss_kib;
+    }
+
+    // Then, still before any thread exists: Boost.Fiber, one child process
+    // per worker count.
+    for (const std::size_t workers : opt.workers) {
+        std::vector<measurement> fiber = fiber_measurements(results, workers, opt.runs);
+        std::size_t next = 0;
+        for (auto& r : results) r.fiber.push_back(r.w.fiber ? fiber[next++] : measurement{});
     }
 
     // TBB's pool defaults to hardware threads - 1 workers; the remote arena
@@ -387,6 +469,7 @@ int main(int argc, char** argv) {
         for (const auto& m : r.aspen) all_ok = all_ok && m.ok;
         for (const auto& m : r.tbb) all_ok = all_ok && m.ok;
         for (const auto& m : r.asio) all_ok = all_ok && m.ok;
+        for (const auto& m : r.fiber) all_ok = all_ok && m.ok;
         all_ok = all_ok && r.serial.ok;
     }
 
@@ -396,6 +479,7 @@ int main(int argc, char** argv) {
             for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) print_csv_row("aspen", r.w, opt.workers[wi], r.aspen[wi]);
             for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) print_csv_row("tbb", r.w, opt.workers[wi], r.tbb[wi]);
             for (std::size_t wi = 0; wi < r.asio.size(); ++wi) print_csv_row("asio", r.w, opt.workers[wi], r.asio[wi]);
+            for (std::size_t wi = 0; wi < r.fiber.size(); ++wi) print_csv_row("fiber", r.w, opt.workers[wi], r.fiber[wi]);
             print_csv_row("serial", r.w, 1, r.serial);
         }
         return all_ok ? 0 : 1;
@@ -405,18 +489,21 @@ int main(int argc, char** argv) {
                 opt.runs == 1 ? "" : "s");
     const bool any_compute = std::any_of(results.begin(), results.end(), [](const bench_results& r) { return !r.w.asio; });
     if (any_compute)
-        std::printf("%-18s %-10s %7s %10s %10s %10s %10s %10s %9s  %s\n", "bench", "param", "workers", "aspen med",
-                    "aspen min", "tbb med", "tbb min", "serial", "aspen/tbb", "check");
+        std::printf("%-18s %-10s %7s %10s %10s %10s %10s %10s %10s %9s %11s  %s\n", "bench", "param", "workers",
+                    "aspen med", "aspen min", "tbb med", "tbb min", "fiber med", "serial", "aspen/tbb", "aspen/fiber",
+                    "check");
     for (const auto& r : results) {
         if (r.w.asio) continue;  // in the network table below
         for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) {
             const measurement& a = r.aspen[wi];
             const measurement& t = r.tbb[wi];
-            const std::string ratio = median_ratio(a, t);
-            const std::string checks = check("aspen", a) + " " + check("tbb", t) + " " + check("serial", r.serial);
-            std::printf("%-18s %-10s %7zu %10s %10s %10s %10s %10s %9s  %s\n", r.w.name.c_str(), r.w.param.c_str(),
-                        opt.workers[wi], ms(a).c_str(), ms_min(a).c_str(), ms(t).c_str(), ms_min(t).c_str(),
-                        ms(r.serial).c_str(), ratio.c_str(), checks.c_str());
+            const measurement& f = r.fiber[wi];
+            const std::string checks = check("aspen", a) + " " + check("tbb", t) + " " + check("fiber", f) + " " +
+                                       check("serial", r.serial);
+            std::printf("%-18s %-10s %7zu %10s %10s %10s %10s %10s %10s %9s %11s  %s\n", r.w.name.c_str(),
+                        r.w.param.c_str(), opt.workers[wi], ms(a).c_str(), ms_min(a).c_str(), ms(t).c_str(),
+                        ms_min(t).c_str(), ms(f).c_str(), ms(r.serial).c_str(), median_ratio(a, t).c_str(),
+                        median_ratio(a, f).c_str(), checks.c_str());
         }
     }
     if (any_compute) std::printf("\n");

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ clang-19 libclang-rt-19-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libtbb-dev spin libasio-dev)
+          libbenchmark-dev libtbb-dev libboost-fiber-dev spin libasio-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -80,8 +80,9 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
     // queues, so it destroys the tasks (the root completes as cancelled).
     if (!is_complete(root)) cancel_all_tasks();
     ctx = thread_context{};
-    // release: hand the queues to the next driver / the shutdown thread.
-    driving_.store(false, std::memory_order_release);
+    // seq_cst: hands the queues over (release) and must not pass
+    // notify_all's waiter-count check (see tw_wake in task_core.cpp).
+    driving_.store(false, std::memory_order_seq_cst);
     driving_.notify_all();
 }
 

@@ -50,9 +50,12 @@ public:
         return leave() == notified;
     }
     void unpark(driver& d) noexcept {
-        // acq_rel: release the work published before unpark to the parker's
-        // acquire in leave(); acquire which sleep the owner is in.
-        std::uint32_t prev = token_.exchange(notified, std::memory_order_acq_rel);
+        // seq_cst: releases the work published before unpark to the parker's
+        // acquire in leave(), and keeps this write before libstdc++'s seq_cst
+        // check of the futex waiter count inside notify_one (a write ordered
+        // after that check could leave a parker asleep: see tw_wake in
+        // task_core.cpp).
+        std::uint32_t prev = token_.exchange(notified, std::memory_order_seq_cst);
         if (prev == parked_futex) token_.notify_one();
         if (prev == parked_driver) d.unpark();
     }

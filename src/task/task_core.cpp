@@ -167,9 +167,13 @@ void cancel_running(task_header* t) noexcept {
 task_header* current_task() noexcept { return tls_context.current; }
 scheduler* current_scheduler() noexcept { return tls_context.sched; }
 
+// Out of line and cold, so the hot callers stay small.
+[[noreturn, gnu::cold, gnu::noinline]] void throw_outside_task(const char* what) {
+    throw std::logic_error(std::string(what) + ": awaited outside a task running on an aspen runtime");
+}
+
 task_header& require_current_task(const char* what) {
-    if (!tls_context.current)
-        throw std::logic_error(std::string(what) + ": awaited outside a task running on an aspen runtime");
+    if (!tls_context.current) throw_outside_task(what);
     return *tls_context.current;
 }
 
@@ -192,14 +196,35 @@ bool coop_try_consume() noexcept {
     return true;
 }
 
-void yield_current(std::coroutine_handle<> h) noexcept { yield_on_leaf(h, nullptr, nullptr); }
-
+// Suspends the current task behind all ready work on `leaf` (none: resume
+// the coroutine), which its next poll polls first.
 void yield_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept {
     task_header* t = tls_context.current;
     suspend_on_leaf(h, leaf, poll);
     t->yield_requested = true;
     waker_wake_by_ref(t);  // RUNNING: sets NOTIFIED, re-queued after the poll
 }
+
+bool poll_budgeted_leaf(const char* what, void* leaf, leaf_poll_fn poll) {
+    task_header& t = require_current_task(what);
+    thread_context& c = tls_context;
+    if (c.budget == 0) return false;  // out of budget: suspend_budgeted_leaf yields
+    --c.budget;  // spent up front: most of these operations complete at once
+    if (poll_leaf_now(t, leaf, poll)) return true;
+    ++c.budget;  // waiting is not hogging the worker: the unit comes back
+    return false;
+}
+
+void suspend_budgeted_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,
+                           leaf_poll_fn poll_after_yield) noexcept {
+    // Nothing ran since poll_budgeted_leaf returned false, and a leaf that
+    // has to wait gets its unit back, so a budget of zero here means the
+    // leaf was not polled for lack of budget.
+    if (tls_context.budget != 0) return suspend_on_leaf(h, leaf, poll);
+    yield_on_leaf(h, leaf, poll_after_yield);
+}
+
+void yield_current(std::coroutine_handle<> h) noexcept { yield_on_leaf(h, nullptr, nullptr); }
 
 void ref_inc(task_header* t) noexcept {
     // relaxed: taking a ref needs no ordering, we already hold one.
@@ -318,8 +343,12 @@ struct thread_waiter {
 void tw_nop(void*) noexcept {}
 void tw_wake(void* p) noexcept {
     auto* w = static_cast<thread_waiter*>(p);
-    // release: the waiter then acquires the task's completion.
-    w->done.store(1, std::memory_order_release);
+    // seq_cst, not release: libstdc++'s notify_one skips the futex wake when
+    // its seq_cst load of the waiter count reads 0; a release store may be
+    // reordered after that load (x86 store buffer), and a waiter that
+    // registered and read done == 0 in between would sleep forever. (It also
+    // releases the task's completion to the waiter's acquire.)
+    w->done.store(1, std::memory_order_seq_cst);
     w->done.notify_one();
 }
 constexpr waker_vtable thread_waker_vtable{tw_nop, tw_wake, tw_wake, tw_nop};

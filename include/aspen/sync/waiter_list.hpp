@@ -16,8 +16,17 @@
 //   the awaiting coroutine's frame. An exception thrown by poll is rethrown
 //   from await_resume, in the awaiting task. poll_as_branch lets aspen::select
 //   poll several leaves inside one task.
+//   from await_resume, in the awaiting task.
+//   It also spends the coop budget (aspen/coop.hpp), here and nowhere else:
+//   an await that completes at once costs one unit; one that waits costs
+//   nothing; with no budget left the task yields BEFORE D::poll runs, and
+//   D::poll runs first thing in the task's next poll. So a primitive opts in
+//   just by deriving from leaf_awaitable, and needs no budget code, provided
+//   (as for any cancel-safe await) that D::poll is where the operation takes
+//   effect and D's destructor copes with never having been polled.
 #pragma once
 
+#include <aspen/coop.hpp>
 #include <aspen/detail/task_header.hpp>
 #include <aspen/waker.hpp>
 
@@ -130,11 +139,10 @@ public:
     leaf_awaitable& operator=(const leaf_awaitable&) = delete;
 
     bool await_ready() {
-        auto& t = detail::require_current_task(Derived::awaited_what);
-        return detail::poll_leaf_now(t, static_cast<leaf_awaitable*>(this), &thunk);
+        return detail::poll_budgeted_leaf(Derived::awaited_what, static_cast<leaf_awaitable*>(this), &thunk);
     }
     void await_suspend(std::coroutine_handle<> h) noexcept {
-        detail::suspend_on_leaf(h, static_cast<leaf_awaitable*>(this), &thunk);
+        detail::suspend_budgeted_leaf(h, static_cast<leaf_awaitable*>(this), &thunk, &thunk_after_yield);
     }
 
     // For combinators that wait on several leaves with one task's waker
@@ -158,6 +166,13 @@ private:
             me->error_ = std::current_exception();
             return true;
         }
+    }
+    // Yielded for budget, the operation takes effect in a later poll: it
+    // spends a unit of that poll's budget, as it would have in await_ready.
+    static bool thunk_after_yield(void* self, aspen::context& cx) noexcept {
+        if (!thunk(self, cx)) return false;
+        detail::coop_try_consume();
+        return true;
     }
 
     std::exception_ptr error_;
