@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -205,6 +206,30 @@ TEST_P(TimeWorkers, SelectWithASleepBranch) {
         EXPECT_EQ(rt.metrics().timers_armed, 0u);
     };
     within(60s, "select with a sleep", [&] { with_runtime(GetParam(), paused(cfg_workers(GetParam())), make); });
+}
+
+TEST_P(TimeWorkers, PausedClockWaitsForBlockingFunctions) {
+    // A blocking function is work the runtime waits for: the idle runtime
+    // must not jump the paused clock past a timeout while it runs (else the
+    // timeout below would fire at once). When it ends, the clock may jump
+    // again: the detached function's end must not leave the sleep hanging.
+    auto make = [](auto&) -> aspen::task<int> {
+        auto slow = aspen::spawn_blocking([] {
+            std::this_thread::sleep_for(30ms);  // real time
+            return 7;
+        });
+        int v = co_await aspen::timeout(1s, [](aspen::join_handle<int> h) -> aspen::task<int> {
+            co_return co_await h;
+        }(std::move(slow)));
+        auto detached = aspen::spawn_blocking([] { std::this_thread::sleep_for(10ms); });
+        detached.detach();
+        co_await aspen::sleep(1h);  // jumps once the detached function is done
+        co_return v;
+    };
+    int v = 0;
+    within(60s, "timeout around a blocking function, paused clock",
+           [&] { v = with_runtime(GetParam(), paused(cfg_workers(GetParam())), make); });
+    EXPECT_EQ(v, 7);
 }
 
 TEST_P(TimeWorkers, AlwaysReadyTimersDoNotStarveOtherTasks) {

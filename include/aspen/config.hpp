@@ -32,7 +32,8 @@ struct config {
     std::uint32_t event_interval = 61;
     // Start with the clock paused (for tests): time moves only through
     // aspen::advance(), or by itself to the next timer when every worker is
-    // idle, so timeouts in tests run instantly and deterministically.
+    // idle and no spawn_blocking function runs, so timeouts in tests run
+    // instantly and deterministically.
     bool start_paused = false;
     // Consecutive runs from the next slot before its task must wait behind
     // other ready work (a ping-ponging pair cannot starve the rest).

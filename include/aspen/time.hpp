@@ -13,7 +13,8 @@
 //
 // Test clock: with config::start_paused the clock stands still; it moves by
 // aspen::advance(d), or jumps to the next timer by itself whenever every
-// worker is idle, so a test of a 10-minute timeout runs instantly.
+// worker is idle and no spawn_blocking function is running, so a test of a
+// 10-minute timeout runs instantly.
 #pragma once
 
 #include <aspen/coop.hpp>

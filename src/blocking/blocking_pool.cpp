@@ -34,6 +34,11 @@ struct blocking_pool::state {
     const std::size_t max_threads;
     const std::chrono::nanoseconds keep_alive;
     bool shut_down = false;
+    std::size_t in_flight = 0;  // submitted and not yet run to the end (or skipped)
+    // Called under m when in_flight drops to 0; cleared by shutdown, so a
+    // thread a shutdown_timeout left behind never calls into a dead runtime.
+    void (*on_drained)(void*) noexcept = nullptr;
+    void* drained_ctx = nullptr;
 
     void push(blocking_job* j) noexcept {
         j->next = nullptr;
@@ -95,6 +100,7 @@ void thread_main(std::shared_ptr<state> sp) {
             g.unlock();
             run_job(j);
             g.lock();
+            if (--s.in_flight == 0 && s.on_drained) s.on_drained(s.drained_ctx);
         }
         if (s.shut_down || !wait_for_work(s, g)) break;
     }
@@ -116,6 +122,7 @@ bool blocking_pool::submit(blocking_job* j) {
     std::unique_lock g(s_->m);
     if (s_->shut_down) return false;
     s_->push(j);
+    ++s_->in_flight;
     if (s_->idle > 0) {
         --s_->idle;
         ++s_->notified;
@@ -135,9 +142,21 @@ bool blocking_pool::submit(blocking_job* j) {
         // No thread is left (threads end only with an empty queue), so j is
         // the only job queued and nothing would ever run it: take it back.
         s_->pop();
+        --s_->in_flight;
         throw;
     }
     return true;
+}
+
+bool blocking_pool::idle() const {
+    std::lock_guard g(s_->m);
+    return s_->in_flight == 0;
+}
+
+void blocking_pool::on_drained(void (*fn)(void*) noexcept, void* ctx) {
+    std::lock_guard g(s_->m);
+    s_->on_drained = fn;
+    s_->drained_ctx = ctx;
 }
 
 std::size_t blocking_pool::shutdown(std::optional<std::chrono::nanoseconds> timeout) {
@@ -145,6 +164,7 @@ std::size_t blocking_pool::shutdown(std::optional<std::chrono::nanoseconds> time
     std::unique_lock g(s_->m);
     if (s_->shut_down) return 0;
     s_->shut_down = true;
+    s_->on_drained = nullptr;
     cancelled = std::exchange(s_->head, nullptr);
     s_->tail = nullptr;
     s_->work.notify_all();

@@ -41,6 +41,13 @@ public:
     // the caller) once the pool is shut down.
     bool submit(blocking_job* j);
 
+    // No job queued or running (a paused clock must not jump ahead of a
+    // blocking function: it is work the runtime is waiting for).
+    bool idle() const;
+    // fn(ctx) runs (on a pool thread, under the pool's lock: keep it short)
+    // each time the last job in flight finishes, until shutdown.
+    void on_drained(void (*fn)(void*) noexcept, void* ctx);
+
     // Cancels the queued jobs and waits for the running ones: for ever
     // without a timeout, else at most `timeout`. Returns how many were still
     // running when it stopped waiting. Later calls return 0 at once: threads

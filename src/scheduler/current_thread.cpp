@@ -87,10 +87,11 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
 }
 
 // Nothing to run: sleep in the driver until a wake, I/O or a timer (wakers
-// it fires run here and fill local_). A paused clock jumps to the next timer.
+// it fires run here and fill local_). A paused clock jumps to the next timer,
+// unless a blocking function is still running.
 void current_thread_scheduler::idle() {
     counters_.parks.add();
-    if (!io_driver().auto_advance()) io_driver().park(std::nullopt);
+    if (!(blocking().idle() && io_driver().auto_advance())) io_driver().park(std::nullopt);
     counters_.unparks.add();
 }
 

@@ -266,7 +266,7 @@ void multi_thread_scheduler::park(worker& w) {
 // on this worker: their tasks land in its next slot and ring.
 bool multi_thread_scheduler::park_on_driver(worker& w) {
     driver& d = io_driver();
-    if (d.is_paused() && idle_.all_parked() && d.auto_advance()) return false;
+    if (d.is_paused() && idle_.all_parked() && blocking().idle() && d.auto_advance()) return false;
     return w.park.park_on_driver(d);
 }
 

@@ -516,6 +516,14 @@ scheduler::scheduler(const config& cfg, std::size_t registry_shards)
       coop_budget_(cfg.coop_budget),
       blocking_(cfg.max_blocking_threads, cfg.blocking_keep_alive) {
     if (cfg.start_paused) driver_.pause();
+    // A parked worker skips the paused clock's jump while blocking functions
+    // run; when the last one ends, it must look again.
+    blocking_.on_drained(
+        [](void* d) noexcept {
+            auto* drv = static_cast<driver*>(d);
+            if (drv->is_paused()) drv->unpark();
+        },
+        &driver_);
     std::lock_guard lock(live_schedulers_mutex);
     live_schedulers().insert(this);
 }
