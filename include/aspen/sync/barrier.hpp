@@ -25,7 +25,6 @@
 #pragma once
 
 #include <aspen/poll.hpp>
-#include <aspen/sync/budget.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/sync/wake_round.hpp>
 #include <aspen/waker.hpp>
@@ -121,7 +120,6 @@ inline bool barrier_wait_awaitable::poll(aspen::context& cx) {
                 phase_ = phase::waiting;
                 return false;
             }
-            if (!detail::sync::coop_proceed(cx)) return false;  // arrive on the next poll
             // The last arrival: a new round starts, every waiter of this one goes.
             b_->arrived_ = 0;
             ++b_->generation_;
@@ -132,7 +130,6 @@ inline bool barrier_wait_awaitable::poll(aspen::context& cx) {
         case phase::waiting:
             // The round we arrived in is over once the generation moved on.
             if (b_->generation_ != generation_) {
-                if (!detail::sync::coop_proceed(cx)) return false;
                 if (node_.linked()) node_.unlink();  // still in the tripping round's list
                 phase_ = phase::ready;
                 return true;

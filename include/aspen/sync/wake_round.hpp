@@ -11,12 +11,12 @@
 // * counted_handle: the sender / receiver handle of broadcast and watch.
 // * state_wait: the owner-side part of a leaf that waits until a condition
 //   on the primitive's state holds, then takes what it needs in the poll
-//   that completes (broadcast recv, watch changed). That poll spends coop
-//   budget first (budget.hpp); a completed poll whose task never resumed is
-//   undone by the leaf's destructor, so an abort loses nothing.
+//   that completes (broadcast recv, watch changed). The coop budget is
+//   spent by leaf_awaitable (waiter_list.hpp) before the first poll; a
+//   completed poll whose task never resumed is undone by the leaf's
+//   destructor, so an abort loses nothing.
 #pragma once
 
-#include <aspen/sync/budget.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/waker.hpp>
 
@@ -102,7 +102,7 @@ private:
 class state_wait {
 public:
     // Under `lock`: while !can_complete(), queues on `waiters` and returns
-    // false; otherwise (budget permitting) leaves the queue, calls take()
+    // false; otherwise leaves the queue, calls take()
     // and returns true.
     template <class CanComplete, class Take>
     bool poll(std::mutex& lock, waiter_list& waiters, const aspen::context& cx, const char* what,
@@ -116,7 +116,6 @@ public:
             phase_ = phase::waiting;
             return false;
         }
-        if (!coop_proceed(cx)) return false;
         if (node_.linked()) node_.unlink();
         take();
         phase_ = phase::ready;
