@@ -18,6 +18,7 @@
 #pragma once
 
 #include <aspen/coop.hpp>
+#include <aspen/detail/combinator.hpp>
 #include <aspen/detail/task_header.hpp>
 #include <aspen/detail/timer_entry.hpp>
 #include <aspen/errors.hpp>
@@ -128,10 +129,7 @@ template <class T>
 task<T> timeout(clock::duration d, task<T> t) {
     timer deadline(now() + d);
     join_handle<T> child = spawn(std::move(t));
-    struct abort_on_exit {
-        join_handle<T>& h;
-        ~abort_on_exit() { h.abort(); }  // a no-op once it finished
-    } guard{child};
+    detail::on_exit abort_left([&] { child.abort(); });  // a no-op once it finished
     bool expired = co_await poll_fn([&](context& cx) -> poll<bool> {
         if (!detail::register_join_waker(child.header(), cx.waker())) return ready(false);
         if (deadline.poll(cx)) return ready(true);

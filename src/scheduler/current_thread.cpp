@@ -5,7 +5,8 @@
 namespace aspen::detail {
 
 current_thread_scheduler::current_thread_scheduler(const config& cfg)
-    : scheduler(cfg, 1), global_queue_interval_(cfg.global_queue_interval), event_interval_(cfg.event_interval) {}
+    : scheduler(cfg, 1), global_queue_interval_(cfg.global_queue_interval), event_interval_(cfg.event_interval),
+      ticks_to_event_(cfg.event_interval) {}
 
 current_thread_scheduler::~current_thread_scheduler() { shutdown(); }
 
@@ -45,7 +46,11 @@ task_header* current_thread_scheduler::take_local(task_header* want) noexcept {
 
 task_header* current_thread_scheduler::next_task() {
     ++tick_;
-    if (tick_ % event_interval_ == 0 && io_driver().has_interest()) io_driver().poll();
+    // A countdown, not tick % interval: no second division on every task.
+    if (--ticks_to_event_ == 0) {
+        ticks_to_event_ = event_interval_;
+        if (io_driver().has_interest()) io_driver().poll();
+    }
     if (tick_ % global_queue_interval_ == 0 || local_.empty()) {
         task_header* batch[64];
         std::size_t n = remote_.pop_batch(batch, 64);

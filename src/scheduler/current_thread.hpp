@@ -37,6 +37,7 @@ private:
 
     std::uint32_t global_queue_interval_;
     std::uint32_t event_interval_;
+    std::uint32_t ticks_to_event_;  // next non-blocking driver poll
     std::deque<task_header*> local_;  // driver thread only
     injector<task_header> remote_;
     std::atomic<bool> driving_{false};
