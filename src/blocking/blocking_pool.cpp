@@ -137,6 +137,7 @@ bool blocking_pool::submit(blocking_job* j) {
         std::thread(thread_main, s_).detach();
     } catch (const std::system_error&) {
         --s_->threads;
+        // relaxed: a statistic; the thread never started, so nothing to publish.
         threads_alive.fetch_sub(1, std::memory_order_relaxed);
         if (s_->threads > 0) return true;  // a running thread will get to it
         // No thread is left (threads end only with an empty queue), so j is

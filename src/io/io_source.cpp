@@ -86,6 +86,8 @@ void begin_op(io_claim& c, const char* what) {
         if (s.drv.load(std::memory_order_relaxed)) return;
         driver& d = current_driver(what);
         d.io().register_fd(s.fd, s.reg);
+        // release: pairs with begin_op's acquire; a poll that sees the driver
+        // sees the finished registration.
         s.drv.store(&d, std::memory_order_release);
     } catch (...) {
         end_op(c);

@@ -63,6 +63,7 @@ public:
         }
         bool poll(aspen::context& cx) {
             std::lock_guard lock(g_->mutex_);
+            // relaxed: open_ is only written under mutex_, which we hold.
             if (node_.released || g_->open_.load(std::memory_order_relaxed)) {
                 if (node_.linked()) node_.unlink();
                 return true;

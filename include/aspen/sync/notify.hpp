@@ -79,6 +79,8 @@ public:
     notify& operator=(const notify&) = delete;
 
     notified_awaitable notified() noexcept {
+        // acquire: pairs with notify_all's release; an awaitable created after
+        // a notify_all() records that generation and is not woken by it.
         return notified_awaitable(this, generation_.load(std::memory_order_acquire));
     }
 
@@ -99,6 +101,8 @@ public:
         detail::sync::waiter_list current;
         detail::sync::waker_batch wake;
         std::unique_lock g(state_);
+        // Written only under state_ (so the relaxed read is exact); release:
+        // pairs with notified()'s acquire.
         generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
         current.splice_back(waiters_);
         while (auto* n = static_cast<node*>(current.pop_front())) {
@@ -140,6 +144,7 @@ inline bool notified_awaitable::poll(aspen::context& cx) {
     switch (phase_) {
         case phase::init: {
             std::lock_guard g(n_->state_);
+            // relaxed: generation_ is only written under state_, which we hold.
             if (n_->generation_.load(std::memory_order_relaxed) != generation_) {
                 phase_ = phase::ready;  // a notify_all() after this awaitable was created
                 return true;
@@ -162,6 +167,7 @@ inline bool notified_awaitable::poll(aspen::context& cx) {
                 phase_ = phase::ready;
                 return true;
             }
+            // relaxed: under state_, as above.
             if (n_->generation_.load(std::memory_order_relaxed) != generation_) {
                 if (node_.linked()) node_.unlink();  // notify_all() has not reached it yet
                 phase_ = phase::ready;
