@@ -165,7 +165,10 @@ public:
     void await_suspend(std::coroutine_handle<> h) noexcept { detail::suspend_on_leaf(h, this, &poll); }
     R await_resume() {
         if (j_->load_phase() == blocking_job::cancelled) throw task_cancelled();
-        if (j_->error) std::rethrow_exception(j_->error);
+        // Taken, not copied: the exception then dies on this side, never in
+        // the pool thread's release (exception_ptr's count lives in the
+        // uninstrumented libstdc++, so TSan cannot see that hand-over).
+        if (j_->error) std::rethrow_exception(std::exchange(j_->error, nullptr));
         if constexpr (!std::is_void_v<R>) return std::move(*j_->value);
     }
 
