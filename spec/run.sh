@@ -48,6 +48,8 @@ JOB_LIST=(
   "task-wake|pass|task_state.pml|$FIXES -DSOURCES=2 -DABORTER=0 -DEARLY_AWAITER=0 -DJOIN_AWAIT=1 -DREPOLL=1 -DSRC1_TWICE=1 -DPOLLERS=2 -DYIELDS=1|-O0|-m100000 -w23|"
   "task-join|pass|task_state.pml|$FIXES -DSOURCES=1 -DABORTER=1 -DEARLY_AWAITER=1 -DJOIN_AWAIT=2 -DREPOLL=1 -DYIELDS=0|-O0|-m100000 -w22|"
   "task-abort-detach|pass|task_state.pml|$FIXES -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=0 -DJOIN_AWAIT=0 -DYIELDS=0|-O0|-m100000 -w22|"
+  "task-inline-wake|pass|task_state.pml|$FIXES -DINLINE=1 -DSOURCES=1 -DABORTER=1 -DEARLY_AWAITER=1 -DJOIN_AWAIT=1 -DREPOLL=1 -DSRC1_TWICE=0 -DPOLLERS=2 -DYIELDS=1|-O0|-m100000 -w22|"
+  "task-inline-complete|pass|task_state.pml|$FIXES -DINLINE=1 -DSOURCES=0 -DABORTER=1 -DEARLY_AWAITER=1 -DJOIN_AWAIT=2 -DREPOLL=1 -DPOLLERS=2 -DYIELDS=0|-O0|-m100000 -w22|"
   "idle-2w|pass|idle.pml|-DNW=2 -DEXT_ITEMS=2 -DINT_ITEMS=2|-O0|-m100000|"
   "idle-1w|pass|idle.pml|-DNW=1 -DEXT_ITEMS=2 -DINT_ITEMS=2|-O0|-m100000|"
   "idle-2w-driver|pass|idle.pml|-DNW=2 -DEXT_ITEMS=1 -DINT_ITEMS=2 -DSPONTANEOUS=2|-O0|-m100000|"
@@ -61,6 +63,10 @@ JOB_LIST=(
   "task-witness-join-wake|fail|task_state.pml|$FIXES -DWITNESS=W_JOIN_WAKE|-O0|-m100000|assertion violated (1!=1)"
   "task-witness-abort-idle|fail|task_state.pml|$FIXES -DWITNESS=W_ABORT_IDLE|-O0|-m100000|assertion violated (2!=2)"
   "task-witness-requeue|fail|task_state.pml|$FIXES -DWITNESS=W_REQUEUE|-O0|-m100000|assertion violated (3!=3)"
+  "task-witness-inline-excl|fail|task_state.pml|$FIXES -DINLINE=1 -DSOURCES=0 -DWITNESS=W_INLINE_EXCL|-O0|-m100000|assertion violated (4!=4)"
+  "task-witness-inline-req|fail|task_state.pml|$FIXES -DINLINE=1 -DSOURCES=1 -DWITNESS=W_INLINE_REQ|-O0|-m100000|assertion violated (5!=5)"
+  "task-broken-excl-store|fail|task_state.pml|-DBROKEN_EXCL_ANY -DINLINE=1 -DSOURCES=0 -DABORTER=0 -DEARLY_AWAITER=1 -DJOIN_AWAIT=1 -DREPOLL=0 -DYIELDS=0|-O0|-m100000|assertion violated"
+  "task-broken-drop-fast|fail|task_state.pml|-DBROKEN_DROP_FAST -DSOURCES=1 -DABORTER=0 -DEARLY_AWAITER=0 -DJOIN_AWAIT=1 -DREPOLL=0 -DYIELDS=0|-O0|-m100000|assertion violated"
   # -- two bugs spin found in src/task/task_core.cpp (fixed there); with the old code restored
   #    spin must still find them, so the model keeps its teeth -----------------------------
   "task-bug-drop-join-uaf|fail|task_state.pml|-DOLD_BUG_DROP_JOIN -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=0 -DJOIN_AWAIT=0 -DYIELDS=0|-O0|-m100000|assertion violated (freed==0)"

@@ -11,7 +11,8 @@
  *                                          waker_drop, abort_task,
  *                                          register_join_waker,
  *                                          drop_join_handle, ref_inc, ref_dec,
- *                                          on_last_ref
+ *                                          on_last_ref, start_inline,
+ *                                          try_complete_exclusive, continue_join
  *   include/aspen/join_handle.hpp          awaiter::await_ready / poll_thunk,
  *                                          take_result, detach
  *   src/scheduler/multi_thread.cpp         run_task (requeue / yield push)
@@ -44,6 +45,16 @@
  *                          (await_ready / register_join_waker / wait for the
  *                          join waker / take_result) with waker B, or detaches;
  *                          finally drop_join_handle(observed).
+ *                          With -DINLINE=1 the awaiting joiner first runs the
+ *                          task nested in its own poll while the task sits in
+ *                          the run queue and never suspended on a leaf
+ *                          (continue_join / take_local / start_inline): no
+ *                          RUNNING CAS, the task keeps NOTIFIED while it runs;
+ *                          if it finishes, complete() tries the exclusive store
+ *                          (try_complete_exclusive), else finish_poll sees
+ *                          NOTIFIED and re-queues it. Its aborter then aborts
+ *                          through the awaited handle: no reference of its own,
+ *                          and done before the handle is dropped.
  *
  * Properties (assertions; "ACC" = every touch of the task's memory):
  *   - RUNNING is held by at most one thread: polling <= 1;
@@ -118,10 +129,18 @@
 #ifndef YIELDS
 #define YIELDS 1                  /* self-wakes (yield_current) the task may do */
 #endif
+#ifndef INLINE
+#define INLINE 0                  /* 1: the joiner may run the task nested (join inlining) */
+#endif
+#if INLINE
+#define ABORTER_REF 0             /* aborts through the awaited handle */
+#else
+#define ABORTER_REF ABORTER       /* a snapshot's or a second handle's reference */
+#endif
 
 /* spawn_root: NOTIFIED | JOIN_INTEREST, refs: handle + life + queue, and the
  * aborter's own reference */
-short st = NOTIFIED | JOIN_INTEREST | (3 + ABORTER) * REF;
+short st = NOTIFIED | JOIN_INTEREST | (3 + ABORTER_REF) * REF;
 
 /* task_header fields */
 bit frame_destroyed = 0;   /* t->frame_destroyed */
@@ -153,12 +172,20 @@ byte reports = 0;          /* unobserved-exception reports */
 bit observed = 0;          /* the handle took the result */
 bit joiner_waiting = 0;
 bit gcomplete = 0;         /* ghost copy of COMPLETE, for the sources' exit */
+bit inl = 0;               /* the joiner runs the task nested: it owns the frame without RUNNING */
+bit leafed = 0;            /* the task suspended on a leaf (leaf_poll set): take_local refuses it */
+bit abort_done = 0;        /* the aborter is finished with the handle */
+
+/* The thread that owns the frame: RUNNING, or the nested runner (NOTIFIED kept). */
+#define OWNS(x) (((x) & RUNNING) || inl)
 
 /* Vacuity checks: -DWITNESS=<kind> makes reaching that point an error, so
  * spec/run.sh can show that the interesting paths are really explored. */
 #define W_JOIN_WAKE   1   /* complete() wakes a registered join waker */
 #define W_ABORT_IDLE  2   /* abort_task claims an idle task and destroys it */
 #define W_REQUEUE     3   /* a wake during the poll: finish_poll re-queues */
+#define W_INLINE_EXCL 4   /* a nested run completes with the exclusive store */
+#define W_INLINE_REQ  5   /* a nested run suspends and finish_poll re-queues it */
 #ifdef WITNESS
 #define WITNESS_AT(k) assert(k != WITNESS)
 #else
@@ -214,8 +241,8 @@ inline complete(s, nx, ok, wa, rep, w) {
        if
        :: st == s ->
           st = ((s | COMPLETE) & ~(RUNNING | NOTIFIED)) - (wa -> REF : 2 * REF);
-          assert(st >= 0); assert(s & RUNNING); assert(!(s & COMPLETE));
-          polling--; gcomplete = 1;
+          assert(st >= 0); assert(OWNS(s)); assert(!(s & COMPLETE));
+          polling--; inl = 0; gcomplete = 1;
           if :: (s & JOIN_WAKER) -> jw_busy = 1 :: else -> skip fi;
           ok = 1
        :: else -> s = st; ok = 0
@@ -249,7 +276,7 @@ inline complete(s, nx, ok, wa, rep, w) {
 /* cancel_running(): RUNNING and CANCELLED are ours. */
 inline cancel_running(s, nx, ok, wa, rep, w) {
   d_step {
-    ACC; assert(st & RUNNING); assert(st & CANCELLED);
+    ACC; assert(OWNS(st)); assert(st & CANCELLED);
     assert(!frame_destroyed);
     frame_destroyed = 1; destroys++; assert(destroys == 1)
   }
@@ -289,18 +316,76 @@ inline finish_poll(s, nx, ok, wa, rep, w) {
      break
   :: else ->
      /* next = s & ~RUNNING, minus the poll ref unless NOTIFIED */
-     CAS_G(s, (s & ~RUNNING) - ((s & NOTIFIED) -> 0 : REF), ok, assert(s & RUNNING); polling--);
+     CAS_G(s, (s & ~RUNNING) - ((s & NOTIFIED) -> 0 : REF), ok, assert(OWNS(s)); polling--; rep = inl; inl = 0);
      if
      :: ok ->
         if
-        :: (s & NOTIFIED) -> WITNESS_AT(W_REQUEUE); enqueue()   /* requeue / yield: the poll ref is the queue's */
+        :: (s & NOTIFIED) ->   /* requeue / yield: the poll ref is the queue's */
+           if :: rep -> WITNESS_AT(W_INLINE_REQ) :: else -> WITNESS_AT(W_REQUEUE) fi;
+           enqueue()
         :: else -> skip                  /* idle: the poll ref was dropped */
         fi;
         break
      :: else -> skip
      fi
   od;
-  atomic { s = 0; nx = 0; ok = 0 }
+  atomic { s = 0; nx = 0; ok = 0; rep = 0 }
+}
+
+/* complete() called by the nested runner for the joiner awaiting this very
+ * handle: try_complete_exclusive, then the CAS path. The plain store may
+ * overwrite a concurrent abort's CANCELLED and nothing else: any other
+ * change to the word in between is a lost update the final check catches. */
+inline complete_exclusive(s, nx, ok, wa, rep, w) {
+  LOAD(s);
+  if
+#ifdef BROKEN_EXCL_ANY
+  :: true ->   /* broken: store whatever the word says */
+#else
+  :: refs(s) == 3 && !(s & (JOIN_WAKER | COMPLETE)) && (s & JOIN_INTEREST) ->
+#endif
+     atomic {
+       ACC; assert(OWNS(st)); assert(!(st & COMPLETE));
+       st = ((s | COMPLETE) & ~(RUNNING | NOTIFIED | CANCELLED)) - 2 * REF;
+       polling--; inl = 0; gcomplete = 1;
+       WITNESS_AT(W_INLINE_EXCL)
+     };
+     s = 0
+  :: else -> complete(s, nx, ok, wa, rep, w)
+  fi
+}
+
+/* the poll itself, by the RUNNING holder or the nested runner (excl: the
+ * joiner awaiting this task's handle) */
+inline run_poll(s, nx, ok, wa, rep, w, excl) {
+  /* resume: the leaf poll - consume published events, or store a waker
+     clone in every source that has none (ref_inc while we hold the poll
+     ref) - one step, as a leaf does it under its own lock */
+  atomic {
+    ACC; assert(!frame_destroyed); assert(OWNS(st));
+    if :: ready[0] && !consumed[0] -> consumed[0] = 1; progress++ :: else -> skip fi;
+    if :: ready[1] && !consumed[1] -> consumed[1] = 1; progress++ :: else -> skip fi;
+    if
+    :: progress == NEED ->
+       /* the root coroutine returns (or throws): on_root_final */
+       if :: root_done = 1 :: root_done = 1; has_error = 1 fi
+    :: else ->
+       leafed = 1;   /* suspends on the leaves: leaf_poll is set */
+       if :: wslot[0] == 0 -> st = st + REF; wslot[0] = 1 :: else -> skip fi;
+       if :: SOURCES > 1 && wslot[1] == 0 -> st = st + REF; wslot[1] = 1 :: else -> skip fi
+    fi
+  }
+  if
+  :: !root_done && yields_left > 0 ->   /* yield_current: a self-wake */
+     d_step { yields_left--; yield_requested = 1 }
+     wake_by_ref(s, ok)
+  :: true -> skip
+  fi;
+  if
+  :: root_done && excl -> complete_exclusive(s, nx, ok, wa, rep, w)
+  :: root_done && !excl -> complete(s, nx, ok, wa, rep, w)
+  :: else -> finish_poll(s, nx, ok, wa, rep, w)
+  fi
 }
 
 /* poll_task */
@@ -321,33 +406,7 @@ end:
      if
      :: (s & CANCELLED) ->
         cancel_running(s, nx, ok, wa, rep, w)
-     :: else ->
-        /* resume: the leaf poll - consume published events, or store a waker
-           clone in every source that has none (ref_inc while we hold the poll
-           ref) - one step, as a leaf does it under its own lock */
-        atomic {
-          ACC; assert(!frame_destroyed); assert(st & RUNNING);
-          if :: ready[0] && !consumed[0] -> consumed[0] = 1; progress++ :: else -> skip fi;
-          if :: ready[1] && !consumed[1] -> consumed[1] = 1; progress++ :: else -> skip fi;
-          if
-          :: progress == NEED ->
-             /* the root coroutine returns (or throws): on_root_final */
-             if :: root_done = 1 :: root_done = 1; has_error = 1 fi
-          :: else ->
-             if :: wslot[0] == 0 -> st = st + REF; wslot[0] = 1 :: else -> skip fi;
-             if :: SOURCES > 1 && wslot[1] == 0 -> st = st + REF; wslot[1] = 1 :: else -> skip fi
-          fi
-        }
-        if
-        :: !root_done && yields_left > 0 ->   /* yield_current: a self-wake */
-           d_step { yields_left--; yield_requested = 1 }
-           wake_by_ref(s, ok)
-        :: true -> skip
-        fi;
-        if
-        :: root_done -> complete(s, nx, ok, wa, rep, w)
-        :: else -> finish_poll(s, nx, ok, wa, rep, w)
-        fi
+     :: else -> run_poll(s, nx, ok, wa, rep, w, 0)
      fi;
      s = 0
   od
@@ -397,7 +456,11 @@ proctype aborter() {
      od
   :: skip                                 /* no abort: only drop the reference */
   fi;
-  ref_dec(prev)
+  if
+  :: ABORTER_REF -> ref_dec(prev)
+  :: else -> skip                         /* aborted through the handle: no ref */
+  fi;
+  abort_done = 1
 }
 
 /* register_join_waker(t, x): r = 1 if registered, 0 if the task is complete */
@@ -462,9 +525,9 @@ inline take_result() {
 }
 
 proctype joiner() {
-  short s, prev;
-  bit ok;
-  byte r;
+  short s, prev, nx;
+  bit ok, wa, rep;
+  byte r, w;
   byte x = WA;
 
   /* maybe an earlier awaiter registered A and was dropped mid-await (the
@@ -476,6 +539,26 @@ proctype joiner() {
   if
   :: JOIN_AWAIT >= 1 -> /* co_await handle */
      LOAD(s);                                     /* await_ready: is_complete */
+#if INLINE
+     /* continue_join: while the task is not complete and sits in this
+        worker's queue without a leaf, take it (take_local) and run it nested */
+     do
+     :: (s & COMPLETE) -> break
+     :: else ->
+        if
+        :: atomic { queued > 0 && !leafed -> queued--; ACC; polling++; assert(polling == 1); inl = 1 } ->
+           /* start_inline: a load, no CAS; the task keeps NOTIFIED */
+           LOAD(s);
+           assert(s & NOTIFIED); assert(!(s & RUNNING));
+           if
+           :: (s & CANCELLED) -> cancel_running(s, nx, ok, wa, rep, w)
+           :: else -> run_poll(s, nx, ok, wa, rep, w, 1)
+           fi;
+           LOAD(s)                                /* is_complete(target) */
+        :: else -> break
+        fi
+     od;
+#endif
      if
      :: (s & COMPLETE) -> take_result()
      :: else ->
@@ -519,12 +602,28 @@ proctype joiner() {
   /* the code now: an unobserved handle clears JOIN_INTEREST keeping its ref
      (fetch_and), reads the outcome, then drops the ref (ref_dec); an observed
      one keeps the single fetch_sub */
+  (!ABORTER || ABORTER_REF || abort_done);    /* abort() through the handle ended */
   if
   :: observed ->
-     atomic { ACC; prev = st; assert(st & JOIN_INTEREST); st = st - JOIN_INTEREST - REF }
+     /* one reference left: ours, nobody else can reach the task; free
+        without an RMW (the d_step checks that nothing changed meanwhile and
+        settles the ghost word) */
+     LOAD(prev);
+#ifdef BROKEN_DROP_FAST
      if
-     :: refs(prev) == 1 -> on_last_ref()
-     :: else -> skip
+     :: true ->
+#else
+     if
+     :: refs(prev) == 1 ->
+#endif
+        d_step { ACC; assert(st == prev); st = st - JOIN_INTEREST - REF };
+        on_last_ref()
+     :: else ->
+        atomic { ACC; prev = st; assert(st & JOIN_INTEREST); st = st - JOIN_INTEREST - REF }
+        if
+        :: refs(prev) == 1 -> on_last_ref()
+        :: else -> skip
+        fi
      fi
   :: else ->
      atomic { ACC; prev = st; assert(st & JOIN_INTEREST); st = st - JOIN_INTEREST }

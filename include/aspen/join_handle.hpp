@@ -75,7 +75,9 @@ public:
         check_awaitable();
         awaited_ = true;
         if (detail::is_cancelled_outcome(task_)) throw task_cancelled();
-        if (task_->error) std::rethrow_exception(task_->error);
+        // Moved out, not copied: the exception then dies with its catcher,
+        // not with whichever thread drops the task's last reference.
+        if (task_->error) std::rethrow_exception(std::exchange(task_->error, nullptr));
         // The frame is gone; the value waits in the result slot.
         if constexpr (!std::is_void_v<T>) return std::move(*static_cast<T*>(task_->result_slot()));
     }

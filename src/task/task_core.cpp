@@ -105,9 +105,29 @@ void report(task_header* t) noexcept { report(t->sched, t->error); }
 // The task whose frame cancel_running is destroying on this thread.
 thread_local task_header* destroying = nullptr;
 
+// The fast end of an inlined join (see on_root_final): t ran nested in the
+// poll of the joiner that awaits its handle, so that handle cannot go away
+// or register a waker meanwhile. If the refcount shows nothing but the
+// handle, the life and the poll ref (no waker clone, no shutdown snapshot),
+// nobody else can touch the word except abort(), whose CAS only adds
+// CANCELLED: a plain store may overwrite that bit, which is the same as an
+// abort that came after completion. Saves the lock-prefixed CAS.
+bool try_complete_exclusive(task_header* t) noexcept {
+    // acquire: as complete()'s load.
+    std::uint64_t s = t->state.load(std::memory_order_acquire);
+    if (refs(s) != 3 || (s & (state::join_waker | state::complete)) || !(s & state::join_interest)) return false;
+    std::uint64_t next = ((s | state::complete) & ~(state::running | state::notified | state::cancelled)) -
+                         2 * state::ref_one;
+    // release: publishes the result and frame_destroyed to the handle's
+    // acquire (is_complete / drop_join_handle), as complete()'s CAS does.
+    t->state.store(next, std::memory_order_release);
+    return true;
+}
+
 // RUNNING is ours; the root finished or the frame was destroyed by cancel.
 // Publishes the outcome, wakes the joiner, drops the life and poll refs.
-void complete(task_header* t) noexcept {
+// `handle_is_ours`: the caller runs t nested in its awaiter's poll.
+void complete(task_header* t, bool handle_is_ours = false) noexcept {
     // Finished normally: its outcome is in the header and the result slot,
     // so the frame goes now, releasing the task's parameters and resources
     // before anyone learns it completed.
@@ -119,6 +139,7 @@ void complete(task_header* t) noexcept {
     // longer count as alive. We hold RUNNING, so no shutdown sweep needs it.
     if (t->registered) t->sched->registry().remove(t);
     t->sched->count_completion();
+    if (handle_is_ours && try_complete_exclusive(t)) return;
     bool report_error = t->error && !t->cancelled_outcome;
     // acq_rel: release publishes the result / frame_destroyed to whoever
     // acquires COMPLETE (joiner, last ref); acquire pairs with a joiner's
@@ -318,7 +339,11 @@ bool register_join_waker(task_header* t, const aspen::waker& w) {
 
 void drop_join_handle(task_header* t, bool observed) noexcept {
     if (observed) {
-        // The outcome was taken; nothing of t is read after this RMW.
+        // The outcome was taken (so t is COMPLETE). With one reference left,
+        // it is ours and nobody else can reach t: free without an RMW.
+        // acquire: every earlier owner's writes happen before the free.
+        if (refs(t->state.load(std::memory_order_acquire)) == 1) return on_last_ref(t);
+        // Nothing of t is read after this RMW.
         // JOIN_INTEREST is set for as long as the handle lives and only the
         // handle clears it, so subtracting it clears the bit: flag and ref in
         // one RMW. acq_rel: the last owner must see every earlier write.
@@ -409,6 +434,21 @@ bool start_poll(task_header* t) noexcept {
     return false;
 }
 
+// A task taken from this worker's own queue to run nested in a joiner's
+// poll keeps NOTIFIED instead of trading it for RUNNING (no CAS). That is
+// safe because NOTIFIED already keeps every other thread off the frame: a
+// wake sees NOTIFIED and does nothing, abort only adds CANCELLED, and no
+// queue holds the task any more, so nobody else polls it. A wake during
+// the nested run is thus not recorded; finish_poll sees NOTIFIED and
+// re-queues the task (one spurious poll at worst), so no wake is lost.
+// false: cancelled while queued, destroyed and completed here.
+bool start_inline(task_header* t) noexcept {
+    // acquire: the previous poller's frame writes (a task that yielded).
+    if (!(t->state.load(std::memory_order_acquire) & state::cancelled)) return true;
+    cancel_running(t);
+    return false;
+}
+
 // A chain of inlined joins suspended inside `top`: finish each inlined
 // task's poll like an ordinary one, then let its joiner register its join
 // waker (or be re-queued at once if the child already completed).
@@ -455,7 +495,7 @@ std::coroutine_handle<> continue_join(task_header* joiner) noexcept {
             if (poll_leaf_now(*joiner, joiner->leaf, joiner->leaf_poll)) return resume_joiner(joiner);
             return std::noop_coroutine();
         }
-        if (!start_poll(next)) continue;  // cancelled while queued: complete now
+        if (!start_inline(next)) continue;  // cancelled while queued: complete now
         next->inline_parent = joiner;
         tls_context.current = next;
         return next->resume_point;
@@ -472,7 +512,7 @@ std::coroutine_handle<> on_root_final(task_header* t) noexcept {
     }
     // Ran nested in a joiner's poll: complete now, then the joiner goes on
     // waiting (or resumes, if this was what it waited for).
-    complete(t);
+    complete(t, joiner->join_target == t);
     tls_context.current = joiner;
     return continue_join(joiner);
 }

@@ -42,13 +42,22 @@
 //   any                   handle dropped        clear JOIN_INTEREST        report unobserved exception; -1 ref
 //   !COMPLETE, !JOIN_WAKER join registers       |JOIN_WAKER                join_waker now task-owned
 //   JOIN_WAKER            task completes        COMPLETE                   completer wakes join_waker
-//   NOTIFIED, newest in   a joiner inlines it   RUNNING (clear NOTIFIED)   runs nested in the joiner's poll
-//   this worker's queue   (its child, or help                              (same thread, same RUNNING rules);
-//                         while waiting)                                   on suspend it is finished like any
-//                                                                          poll and the joiner registers
+//   NOTIFIED, newest in   a joiner inlines it   unchanged (no CAS):        runs nested in the joiner's poll;
+//   this worker's queue,  (its child, or help   NOTIFIED, taken out of     NOTIFIED keeps others off the frame
+//   no leaf to poll       while waiting)        the queue, acts as RUNNING (a wake is a no-op, abort only adds
+//                                                                          CANCELLED); on suspend finish_poll
+//                                                                          sees NOTIFIED and re-queues it
+//   inlined child of the  root coroutine ends   COMPLETE by a plain store  only if refs == 3 (handle, life,
+//   joiner awaiting it                                                     poll) and no JOIN_WAKER: nobody else
+//                                                                          can write the word but abort, whose
+//                                                                          CANCELLED may be overwritten
+//   COMPLETE, refs == 1   handle dropped after  (freed, no RMW)            the last ref is the handle's own
+//                         taking the result
 //
 // Invariants: RUNNING is held by at most one thread (the CAS that sets it
-// fails for everyone else), so a frame is never resumed concurrently; a
+// fails for everyone else), and a NOTIFIED task is in at most one queue or
+// run nested by the one thread that took it out of its queue, so a frame is
+// never resumed concurrently; a
 // task is in at most one run queue (only the idle->NOTIFIED CAS enqueues);
 // COMPLETE is set once and never cleared; the coroutine frame is destroyed
 // exactly once, by the thread holding RUNNING when the task completes or is
