@@ -350,3 +350,82 @@ TEST(Scheduler, HelpingIsBoundedByTheCoopBudget) {
 }
 
 }  // namespace
+
+namespace {
+
+// A child run nested in its joiner's poll keeps NOTIFIED instead of taking
+// RUNNING, so a wake during that run leaves no trace in the state word;
+// finish_poll must re-queue it. The leaf wakes itself during its first poll
+// and answers pending: were the nested child left idle, nothing would ever
+// poll it again and block_on would hang.
+TEST(Scheduler, InlinedChildWokenDuringItsNestedRunIsPolledAgain) {
+    aspen::runtime rt(workers(1));
+    auto child = []() -> aspen::task<int> {
+        int polls = 0;
+        co_await aspen::poll_fn([&polls](aspen::context& cx) -> aspen::poll<void> {
+            if (++polls == 1) {
+                cx.waker().wake_by_ref();
+                return aspen::pending;
+            }
+            return aspen::ready();
+        });
+        co_return polls;
+    };
+    auto parent = [&]() -> aspen::task<int> {
+        aspen::join_handle<int> h = aspen::spawn(child());
+        int polls = co_await h;
+        co_return polls;
+    };
+    EXPECT_EQ(rt.block_on(parent()), 2);
+    EXPECT_GE(rt.metrics().total().inlined_joins, 1u);
+}
+
+// abort() reaching a child while it runs nested in its joiner: it is
+// destroyed at its next suspension point, as any running task.
+TEST(Scheduler, InlinedChildAbortedDuringItsNestedRunEndsAtItsNextSuspension) {
+    aspen::runtime rt(workers(1));
+    aspen::join_handle<int>* handle = nullptr;
+    bool passed_suspension = false;
+    auto child = [&]() -> aspen::task<int> {
+        handle->abort();
+        co_await aspen::yield_now();
+        passed_suspension = true;
+        co_return 1;
+    };
+    auto parent = [&]() -> aspen::task<bool> {
+        aspen::join_handle<int> h = aspen::spawn(child());
+        handle = &h;
+        try {
+            int v = co_await h;
+            (void)v;
+        } catch (const aspen::task_cancelled&) {
+            co_return true;
+        }
+        co_return false;
+    };
+    EXPECT_TRUE(rt.block_on(parent()));
+    EXPECT_FALSE(passed_suspension);
+    EXPECT_GE(rt.metrics().total().inlined_joins, 1u);
+}
+
+// ... and one that finishes without another suspension point wins over the
+// abort (its completion overwrites CANCELLED): the awaiter gets the value,
+// as when abort() comes after completion.
+TEST(Scheduler, InlinedChildThatFinishesAfterAnAbortStillDeliversItsValue) {
+    aspen::runtime rt(workers(1));
+    aspen::join_handle<int>* handle = nullptr;
+    auto child = [&]() -> aspen::task<int> {
+        handle->abort();
+        co_return 7;
+    };
+    auto parent = [&]() -> aspen::task<int> {
+        aspen::join_handle<int> h = aspen::spawn(child());
+        handle = &h;
+        int v = co_await h;
+        co_return v;
+    };
+    EXPECT_EQ(rt.block_on(parent()), 7);
+    EXPECT_EQ(rt.metrics().total().inlined_joins, 1u);
+}
+
+}  // namespace
