@@ -49,10 +49,12 @@
  *                          task nested in its own poll while the task sits in
  *                          the run queue and never suspended on a leaf
  *                          (continue_join / take_local / start_inline): no
- *                          RUNNING CAS, the task keeps NOTIFIED while it runs;
- *                          if it finishes, complete() tries the exclusive store
- *                          (try_complete_exclusive), else finish_poll sees
- *                          NOTIFIED and re-queues it. Its aborter then aborts
+ *                          RUNNING CAS, the task keeps NOTIFIED while it runs
+ *                          (a wake adds REWOKEN); if it finishes, complete()
+ *                          tries the exclusive store (try_complete_exclusive);
+ *                          if it suspends, settle_inlined takes RUNNING and
+ *                          keeps NOTIFIED iff REWOKEN, then finish_poll as for
+ *                          any poll. Its aborter then aborts
  *                          through the awaited handle: no reference of its own,
  *                          and done before the handle is dropped.
  *
@@ -99,8 +101,9 @@
 #define CANCELLED      8
 #define JOIN_INTEREST 16
 #define JOIN_WAKER    32
-#define REF           64          /* state::ref_one */
-#define refs(x)       ((x) >> 6)
+#define REWOKEN       64
+#define REF          128          /* state::ref_one */
+#define refs(x)       ((x) >> 7)
 
 /* Scenario switches (spec/run.sh runs several combinations; the whole
  * product of all actors at once is too large to enumerate in a minute). */
@@ -185,7 +188,7 @@ bit abort_done = 0;        /* the aborter is finished with the handle */
 #define W_ABORT_IDLE  2   /* abort_task claims an idle task and destroys it */
 #define W_REQUEUE     3   /* a wake during the poll: finish_poll re-queues */
 #define W_INLINE_EXCL 4   /* a nested run completes with the exclusive store */
-#define W_INLINE_REQ  5   /* a nested run suspends and finish_poll re-queues it */
+#define W_INLINE_REQ  5   /* a nested run suspends after a wake (REWOKEN): re-queued */
 #ifdef WITNESS
 #define WITNESS_AT(k) assert(k != WITNESS)
 #else
@@ -240,7 +243,7 @@ inline complete(s, nx, ok, wa, rep, w) {
        wa = (s & JOIN_WAKER) || (rep && !(s & JOIN_INTEREST));  /* work_after */
        if
        :: st == s ->
-          st = ((s | COMPLETE) & ~(RUNNING | NOTIFIED)) - (wa -> REF : 2 * REF);
+          st = ((s | COMPLETE) & ~(RUNNING | NOTIFIED | REWOKEN)) - (wa -> REF : 2 * REF);
           assert(st >= 0); assert(OWNS(s)); assert(!(s & COMPLETE));
           polling--; inl = 0; gcomplete = 1;
           if :: (s & JOIN_WAKER) -> jw_busy = 1 :: else -> skip fi;
@@ -292,8 +295,12 @@ inline enqueue() {
 inline wake_by_ref(s, ok) {
   LOAD(s);
   do
-  :: (s & (COMPLETE | NOTIFIED)) -> break
-  :: else ->
+  :: (s & COMPLETE) -> break
+  :: !(s & COMPLETE) && (s & NOTIFIED) && (s & (RUNNING | REWOKEN)) -> break
+  :: !(s & COMPLETE) && (s & NOTIFIED) && !(s & (RUNNING | REWOKEN)) ->
+     CAS(s, s | REWOKEN, ok);              /* queued or run nested: record it */
+     if :: ok -> break :: else -> skip fi
+  :: !(s & (COMPLETE | NOTIFIED)) ->
      if
      :: (s & RUNNING) ->
         CAS(s, s | NOTIFIED, ok);          /* re-queued after the poll */
@@ -316,12 +323,12 @@ inline finish_poll(s, nx, ok, wa, rep, w) {
      break
   :: else ->
      /* next = s & ~RUNNING, minus the poll ref unless NOTIFIED */
-     CAS_G(s, (s & ~RUNNING) - ((s & NOTIFIED) -> 0 : REF), ok, assert(OWNS(s)); polling--; rep = inl; inl = 0);
+     CAS_G(s, (s & ~RUNNING) - ((s & NOTIFIED) -> 0 : REF), ok, assert(s & RUNNING); polling--);
      if
      :: ok ->
         if
         :: (s & NOTIFIED) ->   /* requeue / yield: the poll ref is the queue's */
-           if :: rep -> WITNESS_AT(W_INLINE_REQ) :: else -> WITNESS_AT(W_REQUEUE) fi;
+           WITNESS_AT(W_REQUEUE);
            enqueue()
         :: else -> skip                  /* idle: the poll ref was dropped */
         fi;
@@ -329,7 +336,7 @@ inline finish_poll(s, nx, ok, wa, rep, w) {
      :: else -> skip
      fi
   od;
-  atomic { s = 0; nx = 0; ok = 0; rep = 0 }
+  atomic { s = 0; nx = 0; ok = 0 }
 }
 
 /* complete() called by the nested runner for the joiner awaiting this very
@@ -346,7 +353,7 @@ inline complete_exclusive(s, nx, ok, wa, rep, w) {
 #endif
      atomic {
        ACC; assert(OWNS(st)); assert(!(st & COMPLETE));
-       st = ((s | COMPLETE) & ~(RUNNING | NOTIFIED | CANCELLED)) - 2 * REF;
+       st = ((s | COMPLETE) & ~(RUNNING | NOTIFIED | REWOKEN | CANCELLED)) - 2 * REF;
        polling--; inl = 0; gcomplete = 1;
        WITNESS_AT(W_INLINE_EXCL)
      };
@@ -384,7 +391,25 @@ inline run_poll(s, nx, ok, wa, rep, w, excl) {
   if
   :: root_done && excl -> complete_exclusive(s, nx, ok, wa, rep, w)
   :: root_done && !excl -> complete(s, nx, ok, wa, rep, w)
-  :: else -> finish_poll(s, nx, ok, wa, rep, w)
+  :: else ->
+     if
+     :: inl ->
+        /* settle_inlined: take RUNNING, keep NOTIFIED iff REWOKEN */
+        LOAD(s);
+        do
+#ifdef BROKEN_SETTLE
+        /* broken: forget a wake that came during the nested run */
+        :: CAS_G(s, (s & ~(NOTIFIED | REWOKEN)) | RUNNING, ok,
+#else
+        :: CAS_G(s, (s & ~(NOTIFIED | REWOKEN)) | RUNNING | ((s & REWOKEN) -> NOTIFIED : 0), ok,
+#endif
+                 assert(s & NOTIFIED); assert(!(s & RUNNING)); inl = 0;
+                 if :: (s & REWOKEN) -> WITNESS_AT(W_INLINE_REQ) :: else -> skip fi);
+           if :: ok -> break :: else -> skip fi
+        od
+     :: else -> skip
+     fi;
+     finish_poll(s, nx, ok, wa, rep, w)
   fi
 }
 
@@ -398,7 +423,7 @@ end:
   :: atomic { queued > 0 -> queued--; ACC; s = st } ->
      /* start_poll (the load only seeds the CAS, so it is folded into the pop) */
      do
-     :: CAS_G(s, (s & ~NOTIFIED) | RUNNING, ok,
+     :: CAS_G(s, (s & ~(NOTIFIED | REWOKEN)) | RUNNING, ok,
               assert(s & NOTIFIED); assert(!(s & RUNNING)); assert(!(s & COMPLETE));
               polling++; assert(polling == 1));
         if :: ok -> break :: else -> skip fi

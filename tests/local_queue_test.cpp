@@ -544,6 +544,95 @@ concurrent_result run_concurrent(std::uint32_t cap, int thieves, std::uint32_t n
 // thief's release (steal := head) must cover that slot too, or the queue
 // stays "steal in progress" forever. Big rings make the copy window long, so
 // the owner hits it often. After the run the queue must still be usable.
+TEST(LocalQueue, PushBatchAppendsOldestFirstAndStopsAtCapacity) {
+    auto nodes = make_nodes(12);
+    queue q(8, index_space - 3);  // the batch crosses the index wrap
+    std::deque<node*> oracle;
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_TRUE(q.push(&nodes[i]));
+        oracle.push_back(&nodes[i]);
+    }
+    node* batch[7];
+    for (int i = 0; i < 7; ++i) batch[i] = &nodes[3 + i];
+    EXPECT_EQ(q.push_batch(batch, 7), 5u);  // room for 5 only: the 5 oldest
+    for (int i = 0; i < 5; ++i) oracle.push_back(batch[i]);
+    expect_contents(q, oracle, "after a partial batch");
+    EXPECT_EQ(q.push_batch(batch + 5, 2), 0u);  // full
+    EXPECT_EQ(q.pop(), &nodes[7]);
+    EXPECT_EQ(q.push_batch(batch + 5, 2), 1u);
+    oracle.pop_back();
+    oracle.push_back(batch[5]);
+    expect_contents(q, oracle, "after a refill");
+    // Thieves see a batch like single pushes: the oldest ceil-half.
+    queue dst(8);
+    std::uint32_t n = 0;
+    EXPECT_EQ(q.steal_into(dst, n), &nodes[3]);
+    EXPECT_EQ(n, 4u);
+}
+
+// The owner publishes batches of random sizes while thieves steal: every
+// task is taken exactly once and its payload (written before the batch)
+// arrives intact.
+TEST(LocalQueue, PushBatchRacesThieves) {
+    const std::uint32_t cap = 64;
+    const std::uint32_t n_items = sanitized ? 200'000 : 2'000'000;
+    auto nodes = make_nodes(n_items);
+    std::unique_ptr<std::atomic<std::uint32_t>[]> taken(new std::atomic<std::uint32_t>[n_items]);
+    for (std::uint32_t i = 0; i < n_items; ++i) taken[i].store(0, std::memory_order_relaxed);
+    std::atomic<std::uint64_t> total{0}, steals{0}, bad_payloads{0};
+    queue q(cap, index_space - 1000);
+    auto take = [&](node* t) {
+        if (t->payload != std::uint64_t{t->id} * 7 + 3) bad_payloads.fetch_add(1, std::memory_order_relaxed);
+        taken[t->id].fetch_add(1, std::memory_order_relaxed);
+        total.fetch_add(1, std::memory_order_relaxed);
+    };
+    auto finished = [&] { return total.load(std::memory_order_relaxed) == n_items; };
+    std::thread owner([&] {
+        std::mt19937 rng(7);
+        std::uint32_t next = 0;
+        node* batch[8];
+        while (next < n_items) {
+            std::uint32_t k = std::min<std::uint32_t>(1 + rng() % 8, n_items - next);
+            for (std::uint32_t i = 0; i < k; ++i) {
+                batch[i] = &nodes[next + i];
+                batch[i]->payload = std::uint64_t{batch[i]->id} * 7 + 3;
+            }
+            std::uint32_t pushed = q.push_batch(batch, k);
+            next += pushed;
+            if (pushed == 0 || rng() % 4 == 0) {
+                if (node* t = q.pop()) take(t);
+            }
+        }
+        while (!finished()) {
+            if (node* t = q.pop()) take(t);
+            else std::this_thread::yield();
+        }
+    });
+    std::vector<std::thread> thieves;
+    for (int i = 0; i < 2; ++i) {
+        thieves.emplace_back([&] {
+            queue mine(cap);
+            while (!finished()) {
+                std::uint32_t n = 0;
+                node* t = q.steal_into(mine, n);
+                if (t == nullptr) continue;
+                steals.fetch_add(1, std::memory_order_relaxed);
+                take(t);
+                while (node* u = mine.pop()) take(u);
+            }
+        });
+    }
+    owner.join();
+    for (auto& t : thieves) t.join();
+    EXPECT_EQ(total.load(), n_items);
+    std::uint64_t bad = 0;
+    for (std::uint32_t i = 0; i < n_items; ++i)
+        if (taken[i].load(std::memory_order_relaxed) != 1) ++bad;
+    EXPECT_EQ(bad, 0u);
+    EXPECT_EQ(bad_payloads.load(), 0u);
+    EXPECT_GT(steals.load(), 0u);
+}
+
 TEST(LocalQueue, PopOldestRacesInProgressSteals) {
     const std::uint32_t cap = std::uint32_t{1} << 14;
     const std::uint32_t n_items = sanitized ? 300'000 : 4'000'000;

@@ -429,3 +429,57 @@ TEST(Scheduler, InlinedChildThatFinishesAfterAnAbortStillDeliversItsValue) {
 }
 
 }  // namespace
+
+namespace {
+
+// A task displaced from the next slot is staged (owner-only) while its
+// spawner's poll goes on. When another worker is idle, staging publishes it
+// at once, so the idle worker can steal it although the spawner never ends
+// its poll: here the spawner spins until the child has run elsewhere (the
+// watchdog fails the test if the child stays private).
+TEST(Scheduler, StagedTaskIsStolenWhileItsSpawnerKeepsRunning) {
+    aspen::runtime rt(workers(2));
+    std::atomic<bool> child_ran{false};
+    auto child = [&]() -> aspen::task<void> {
+        child_ran.store(true, std::memory_order_release);
+        co_return;
+    };
+    auto parent = [&]() -> aspen::task<int> {
+        // The other worker has nothing to do: it searches or sleeps.
+        aspen::join_handle<void> a = aspen::spawn(child());
+        aspen::join_handle<void> b = aspen::spawn([]() -> aspen::task<void> { co_return; }());  // displaces a
+        while (!child_ran.load(std::memory_order_acquire)) std::this_thread::yield();
+        co_await a;
+        co_await b;
+        co_return 1;
+    };
+    within(60s, "staged task stolen", [&] { EXPECT_EQ(rt.block_on(parent()), 1); });
+    EXPECT_GE(rt.metrics().total().tasks_stolen, 1u);
+}
+
+// Nothing stays staged once a poll ends: a task that spawns more children
+// than it joins and then suspends leaves them all in the ring, where the
+// run loop finds them (every child runs, exactly once).
+TEST(Scheduler, StagedTasksArePublishedWhenThePollEnds) {
+    aspen::config c = workers(1);
+    c.local_queue_capacity = 8;  // 4 staging places: the spawns below overflow them
+    aspen::runtime rt(c);
+    std::atomic<int> runs{0};
+    auto parent = [&]() -> aspen::task<int> {
+        std::vector<aspen::join_handle<void>> hs;
+        for (int i = 0; i < 20; ++i)
+            hs.push_back(aspen::spawn([](std::atomic<int>* r) -> aspen::task<void> {
+                r->fetch_add(1, std::memory_order_relaxed);
+                co_return;
+            }(&runs)));
+        co_await aspen::yield_now();  // the poll ends with the children queued
+        int seen = runs.load(std::memory_order_relaxed);
+        for (auto& h : hs) co_await h;
+        co_return seen;
+    };
+    EXPECT_EQ(rt.block_on(parent()), 20);  // all ran while the parent waited behind them
+    EXPECT_EQ(runs.load(), 20);
+    EXPECT_GE(rt.metrics().total().local_pushes, 19u);
+}
+
+}  // namespace

@@ -99,6 +99,14 @@ public:
         return true;
     }
 
+    // Some worker searches or sleeps: a hint for a busy worker to make its
+    // private work (staged tasks) stealable. relaxed: only a hint; nothing
+    // waits on it (staged work is published by the end of the poll anyway).
+    bool wants_work() const noexcept {
+        std::uint64_t s = state_.load(std::memory_order_relaxed);
+        return searching(s) != 0 || unparked(s) < num_workers_;
+    }
+
     // Every worker is parked (a snapshot).
     bool all_parked() const noexcept {
         // seq_cst: cheap here, and keeps this load in the one total order.

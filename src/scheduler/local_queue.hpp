@@ -66,6 +66,9 @@
 // (the "linearization point"); a failed CAS changed nothing and the
 // operation simply re-reads and re-decides.
 //
+//   push_batch     owner. push for k = min(n, free room) tasks at once:
+//                  write slots tail .. tail+k-1, then CAS tail+k.
+//
 //   push(t)        owner. If dist(steal, tail) == capacity: full, return
 //                  false. Else write slot[tail] = t, then CAS tail+1.
 //                  Linearizes at the CAS: before it no other thread can see
@@ -253,6 +256,30 @@ public:
             const fields f = unpack(w);
             if (dist(f.steal, f.tail) == cap_) return false;
             if (try_push_at(w, f, t)) return true;
+        }
+    }
+
+    // Owner only. Pushes up to n tasks (ts[0] oldest) at the newest end with
+    // ONE CAS; returns how many fit (0 when full). Same argument as push:
+    // the k slots written are all outside [steal, tail) by the capacity
+    // check, and a retry rewrites the same slots.
+    std::uint32_t push_batch(T* const* ts, std::uint32_t n) noexcept {
+        // acquire: as in push.
+        std::uint64_t w = word_.load(std::memory_order_acquire);
+        for (;;) {
+            const fields f = unpack(w);
+            const std::uint32_t room = cap_ - dist(f.steal, f.tail);
+            const std::uint32_t k = room < n ? room : n;
+            if (k == 0) return 0;
+            for (std::uint32_t i = 0; i < k; ++i) {
+                assert(ts[i] != nullptr);
+                // relaxed: published by the CAS below (as in try_push_at).
+                slots_[(f.tail + i) & mask_].store(ts[i], std::memory_order_relaxed);
+            }
+            // success seq_cst, failure acquire: as in try_push_at.
+            if (word_.compare_exchange_weak(w, pack(f.steal, f.head, f.tail + k), std::memory_order_seq_cst,
+                                            std::memory_order_acquire))
+                return k;
         }
     }
 

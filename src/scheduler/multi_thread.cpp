@@ -32,6 +32,7 @@ worker_metrics worker_counters::read() const noexcept {
 multi_thread_scheduler::worker::worker(multi_thread_scheduler& s, std::size_t i, std::uint32_t capacity)
     : index(i),
       queue(capacity),
+      staged_cap(std::clamp<std::uint32_t>(capacity / 2, 1, std::tuple_size_v<decltype(staged)>)),
       rng(0x9E3779B97F4A7C15ull * (i + 1) | 1),
       ticks_to_injector(s.cfg_.global_queue_interval),
       ticks_to_event(s.cfg_.event_interval),
@@ -70,6 +71,11 @@ task_header* multi_thread_scheduler::take_local(task_header* want) noexcept {
     if (w->next && (!want || w->next == want)) {
         if (w->next->leaf_poll) return nullptr;  // waits on a leaf: needs a real poll
         t = std::exchange(w->next, nullptr);
+    } else if (w->num_staged && (!want || w->staged[w->num_staged - 1] == want)) {
+        task_header* top = w->staged[w->num_staged - 1];
+        if (top->leaf_poll) return nullptr;
+        t = top;
+        --w->num_staged;
     } else if (task_header* top = w->queue.peek_newest(); top && (!want || top == want)) {
         if (w->queue.pop() != top) return nullptr;  // a thief claimed it since the peek
         if (top->leaf_poll) {
@@ -102,16 +108,39 @@ void multi_thread_scheduler::schedule(task_header* t, schedule_kind kind) {
         return;
     }
     // The next slot is not stealable, so only a displaced task needs a thief.
-    if (task_header* prev = std::exchange(w->next, t)) push_local(*w, prev);
+    if (task_header* prev = std::exchange(w->next, t)) stage(*w, prev);
 }
 
 void multi_thread_scheduler::push_local(worker& w, task_header* t) {
+    enqueue_local(w, t);
+    notify_one();
+}
+
+// Into the ring, or half of it to the injector when full; no notify.
+void multi_thread_scheduler::enqueue_local(worker& w, task_header* t) {
     if (w.queue.push(t)) {
         w.counters.local_pushes.add();
     } else {
         w.counters.overflow_tasks.add(w.queue.push_overflow(t, injector_));
         w.counters.overflows.add();
     }
+}
+
+void multi_thread_scheduler::stage(worker& w, task_header* t) {
+    if (w.num_staged == w.staged_cap) publish_staged(w, (w.staged_cap + 1) / 2);
+    w.staged[w.num_staged++] = t;
+    // A worker searches or sleeps: it wants work now, so make it stealable.
+    if (idle_.wants_work()) publish_staged(w, w.num_staged);
+}
+
+// The n oldest staged tasks go to the ring in one batch (what does not fit
+// goes through the overflow path), then one idle-protocol check.
+void multi_thread_scheduler::publish_staged(worker& w, std::uint32_t n) {
+    std::uint32_t pushed = w.queue.push_batch(w.staged.data(), n);
+    w.counters.local_pushes.add(pushed);
+    for (std::uint32_t i = pushed; i < n; ++i) enqueue_local(w, w.staged[i]);
+    std::copy(w.staged.begin() + n, w.staged.begin() + w.num_staged, w.staged.begin());
+    w.num_staged -= n;
     notify_one();
 }
 
@@ -225,7 +254,10 @@ void multi_thread_scheduler::found_work(worker& w) {
 
 void multi_thread_scheduler::run_task(worker& w, task_header* t) {
     w.counters.polls.add();
-    switch (poll_task(t)) {
+    poll_outcome outcome = poll_task(t);
+    // Nothing stays staged between polls (see "Staging" in the header).
+    if (w.num_staged) publish_staged(w, w.num_staged);
+    switch (outcome) {
         case poll_outcome::idle:
         case poll_outcome::complete:
             break;
@@ -311,6 +343,9 @@ bool multi_thread_scheduler::drain_queues() {
             destroy_queued(t);
             any = true;
         }
+        for (std::uint32_t i = 0; i < w->num_staged; ++i) destroy_queued(w->staged[i]);
+        any = any || w->num_staged != 0;
+        w->num_staged = 0;
         while (task_header* t = w->queue.pop()) {
             destroy_queued(t);
             any = true;

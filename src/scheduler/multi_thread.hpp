@@ -2,7 +2,8 @@
 //
 // Where a task goes:
 //   spawn / wake from this worker -> the worker's next slot; the previous
-//                                    occupant moves into the local ring
+//                                    occupant is staged, then published to
+//                                    the local ring (see "Staging" below)
 //   woken while running            -> local ring (after the poll)
 //   yield_now                      -> injector (behind all ready work)
 //   spawn / wake from elsewhere    -> injector, then wake a sleeper
@@ -15,6 +16,26 @@
 // epoll_wait (until I/O, the next timer or an unpark through the eventfd);
 // the others sleep on their futex. Busy workers poll the driver without
 // blocking every event_interval ticks. (park.hpp has the token protocol.)
+//
+// Staging. A task displaced from the next slot during a poll first goes to
+// a small owner-only array (worker::staged, up to 16 tasks, at most half the
+// ring's capacity) instead of the ring. Fork-join code joins most children
+// on the same worker moments later; a staged child is taken back without
+// any atomic operation, where a ring push and pop cost two lock-prefixed
+// CASes. Staged tasks are not stealable, like the next slot, so they are
+// published to the ring (one seq_cst CAS for the batch, then the idle
+// protocol's check):
+//   * the oldest half when the array is full;
+//   * all of them as soon as some worker searches or sleeps (a relaxed
+//     load of the idle word at each staging: a thief wants work now);
+//   * all of them when the poll ends (run_task): between polls nothing is
+//     staged, so the run loop, the idle protocol and its model see exactly
+//     the next slot and the ring, as before.
+// No task can be stranded by staging: it belongs to a worker that is awake
+// and running a poll, which publishes it by the end of that poll at the
+// latest. What staging can delay is parallelism, never progress: a worker
+// that starts searching while a peer stages is served at the peer's next
+// staging or poll end.
 #pragma once
 
 #include "scheduler/idle.hpp"
@@ -23,6 +44,7 @@
 #include "scheduler/park.hpp"
 #include "scheduler/scheduler.hpp"
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -70,6 +92,10 @@ private:
         std::size_t index;
         local_queue<task_header> queue;
         task_header* next = nullptr;  // owner-only: never stolen
+        // Owner-only, oldest first; see "Staging" above.
+        std::array<task_header*, 16> staged{};
+        std::uint32_t num_staged = 0;
+        std::uint32_t staged_cap;
         parker park;
         std::uint64_t rng;            // xorshift state, per worker
         std::uint32_t ticks_to_injector;  // next injector-first check
@@ -93,6 +119,9 @@ private:
     bool try_take_driver() noexcept;
     void release_driver() noexcept;
     void push_local(worker& w, task_header* t);
+    void enqueue_local(worker& w, task_header* t);
+    void stage(worker& w, task_header* t);
+    void publish_staged(worker& w, std::uint32_t n);
     void notify_one();
     void notify_if_work_pending();
     bool drain_queues() override;

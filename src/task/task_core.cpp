@@ -61,7 +61,16 @@ void waker_wake_by_ref(void* p) noexcept {
     // ready) to the poller, who acquires the word before polling.
     std::uint64_t s = t->state.load(std::memory_order_acquire);
     for (;;) {
-        if (s & (state::complete | state::notified)) return;
+        if (s & state::complete) return;
+        if (s & state::notified) {
+            // Queued (or run nested, see start_inline): already due for a
+            // poll. Record the wake once for a nested run's suspension.
+            if ((s & (state::running | state::rewoken)) ||
+                t->state.compare_exchange_weak(s, s | state::rewoken, std::memory_order_acq_rel,
+                                               std::memory_order_acquire))
+                return;
+            continue;
+        }
         if (s & state::running) {
             if (t->state.compare_exchange_weak(s, s | state::notified, std::memory_order_acq_rel,
                                                std::memory_order_acquire))
@@ -116,8 +125,9 @@ bool try_complete_exclusive(task_header* t) noexcept {
     // acquire: as complete()'s load.
     std::uint64_t s = t->state.load(std::memory_order_acquire);
     if (refs(s) != 3 || (s & (state::join_waker | state::complete)) || !(s & state::join_interest)) return false;
-    std::uint64_t next = ((s | state::complete) & ~(state::running | state::notified | state::cancelled)) -
-                         2 * state::ref_one;
+    std::uint64_t next =
+        ((s | state::complete) & ~(state::running | state::notified | state::rewoken | state::cancelled)) -
+        2 * state::ref_one;
     // release: publishes the result and frame_destroyed to the handle's
     // acquire (is_complete / drop_join_handle), as complete()'s CAS does.
     t->state.store(next, std::memory_order_release);
@@ -150,7 +160,7 @@ void complete(task_header* t, bool handle_is_ours = false) noexcept {
     bool work_after;
     for (;;) {
         work_after = (s & state::join_waker) || (report_error && !(s & state::join_interest));
-        std::uint64_t next = ((s | state::complete) & ~(state::running | state::notified)) -
+        std::uint64_t next = ((s | state::complete) & ~(state::running | state::notified | state::rewoken)) -
                              (work_after ? 1 : 2) * state::ref_one;
         if (t->state.compare_exchange_weak(s, next, std::memory_order_acq_rel, std::memory_order_acquire)) break;
     }
@@ -426,8 +436,8 @@ poll_outcome finish_poll(task_header* t) noexcept {
 // and completed here). acq_rel: acquire the previous poller's frame writes.
 bool start_poll(task_header* t) noexcept {
     std::uint64_t s = t->state.load(std::memory_order_acquire);
-    while (!t->state.compare_exchange_weak(s, (s & ~state::notified) | state::running, std::memory_order_acq_rel,
-                                           std::memory_order_acquire)) {
+    while (!t->state.compare_exchange_weak(s, (s & ~(state::notified | state::rewoken)) | state::running,
+                                           std::memory_order_acq_rel, std::memory_order_acquire)) {
     }
     if (!(s & state::cancelled)) return true;
     cancel_running(t);
@@ -437,16 +447,31 @@ bool start_poll(task_header* t) noexcept {
 // A task taken from this worker's own queue to run nested in a joiner's
 // poll keeps NOTIFIED instead of trading it for RUNNING (no CAS). That is
 // safe because NOTIFIED already keeps every other thread off the frame: a
-// wake sees NOTIFIED and does nothing, abort only adds CANCELLED, and no
-// queue holds the task any more, so nobody else polls it. A wake during
-// the nested run is thus not recorded; finish_poll sees NOTIFIED and
-// re-queues the task (one spurious poll at worst), so no wake is lost.
+// wake sees NOTIFIED and only adds REWOKEN, abort only adds CANCELLED, and
+// no queue holds the task any more, so nobody else polls it. Most nested
+// runs end with the task complete (try_complete_exclusive); one that
+// suspends goes through settle_inlined first.
 // false: cancelled while queued, destroyed and completed here.
 bool start_inline(task_header* t) noexcept {
     // acquire: the previous poller's frame writes (a task that yielded).
     if (!(t->state.load(std::memory_order_acquire) & state::cancelled)) return true;
+    t->inline_notified = false;
     cancel_running(t);
     return false;
+}
+
+// A task run nested under NOTIFIED suspends: it takes RUNNING, as any
+// poller holds, and keeps NOTIFIED only if a wake came during the nested
+// run (REWOKEN), so finish_poll re-queues it then and leaves it idle
+// otherwise (idle matters: abort destroys an idle task at once).
+// acq_rel: acquire the waker's data, as finish_poll's CAS does.
+void settle_inlined(task_header* t) noexcept {
+    std::uint64_t s = t->state.load(std::memory_order_acquire);
+    for (;;) {
+        std::uint64_t next = (s & ~(state::notified | state::rewoken)) | state::running;
+        if (s & state::rewoken) next |= state::notified;
+        if (t->state.compare_exchange_weak(s, next, std::memory_order_acq_rel, std::memory_order_acquire)) return;
+    }
 }
 
 // A chain of inlined joins suspended inside `top`: finish each inlined
@@ -456,6 +481,7 @@ void unwind_inlined(task_header* bottom) noexcept {
     while (tls_context.current != bottom) {
         task_header* child = tls_context.current;
         task_header* joiner = std::exchange(child->inline_parent, nullptr);
+        if (std::exchange(child->inline_notified, false)) settle_inlined(child);
         poll_outcome o = finish_poll(child);
         if (o == poll_outcome::requeue || o == poll_outcome::yield)
             child->sched->schedule(child, o == poll_outcome::yield ? schedule_kind::yield : schedule_kind::requeue);
@@ -495,6 +521,7 @@ std::coroutine_handle<> continue_join(task_header* joiner) noexcept {
             if (poll_leaf_now(*joiner, joiner->leaf, joiner->leaf_poll)) return resume_joiner(joiner);
             return std::noop_coroutine();
         }
+        next->inline_notified = true;
         if (!start_inline(next)) continue;  // cancelled while queued: complete now
         next->inline_parent = joiner;
         tls_context.current = next;

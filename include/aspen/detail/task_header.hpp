@@ -18,6 +18,10 @@
 //   JOIN_INTEREST  a join_handle still exists and may read the result
 //   JOIN_WAKER     join_waker holds the awaiter's waker; the field then
 //                  belongs to the task side, which will consume it
+//   REWOKEN        woken again while NOTIFIED and not RUNNING; matters only
+//                  to a task run nested by a joiner (see below), which keeps
+//                  NOTIFIED while it runs: its suspension then knows that a
+//                  wake came. Cleared whenever RUNNING is taken.
 //   refcount       (state >> REF_SHIFT): join handle, each waker clone, the
 //                  task's own life while not complete (it keeps the frame for
 //                  the registry / shutdown), the run queue / poller while
@@ -28,10 +32,12 @@
 //   from                  event                 to                         side effect
 //   --------------------  --------------------  -------------------------  --------------------------
 //   (new)                 spawn                 NOTIFIED|JOIN_INTEREST     refs: handle+life+queue
-//   NOTIFIED, !RUNNING    worker pops it        RUNNING (clear NOTIFIED)   queue ref becomes poll ref
+//   NOTIFIED, !RUNNING    worker pops it        RUNNING (clear NOTIFIED,   queue ref becomes poll ref
+//                                               REWOKEN)
 //   idle (no R/N/C)       wake                  NOTIFIED, +1 ref           push to a run queue
 //   RUNNING               wake                  RUNNING|NOTIFIED           none: re-queued after poll
-//   NOTIFIED or COMPLETE  wake                  unchanged                  none
+//   NOTIFIED, !RUNNING    wake                  |REWOKEN (once)            none
+//   COMPLETE              wake                  unchanged                  none
 //   RUNNING, poll pending poll returns          idle (clear RUNNING)       drop poll ref
 //   RUNNING|NOTIFIED      poll returns          NOTIFIED (clear RUNNING)   poll ref becomes queue ref
 //   RUNNING               root coroutine ends   COMPLETE (clear RUNNING)   wake joiner; drop life+poll refs
@@ -44,9 +50,10 @@
 //   JOIN_WAKER            task completes        COMPLETE                   completer wakes join_waker
 //   NOTIFIED, newest in   a joiner inlines it   unchanged (no CAS):        runs nested in the joiner's poll;
 //   this worker's queue,  (its child, or help   NOTIFIED, taken out of     NOTIFIED keeps others off the frame
-//   no leaf to poll       while waiting)        the queue, acts as RUNNING (a wake is a no-op, abort only adds
-//                                                                          CANCELLED); on suspend finish_poll
-//                                                                          sees NOTIFIED and re-queues it
+//   no leaf to poll       while waiting)        the queue, acts as RUNNING (a wake only adds REWOKEN, abort
+//                                                                          only CANCELLED)
+//   nested (NOTIFIED)     it suspends           RUNNING, NOTIFIED iff      then finish_poll as for any poll:
+//                                               REWOKEN (clear REWOKEN)    idle, or re-queued if woken
 //   inlined child of the  root coroutine ends   COMPLETE by a plain store  only if refs == 3 (handle, life,
 //   joiner awaiting it                                                     poll) and no JOIN_WAKER: nobody else
 //                                                                          can write the word but abort, whose
@@ -91,7 +98,8 @@ inline constexpr std::uint64_t complete = 1u << 2;
 inline constexpr std::uint64_t cancelled = 1u << 3;
 inline constexpr std::uint64_t join_interest = 1u << 4;
 inline constexpr std::uint64_t join_waker = 1u << 5;
-inline constexpr unsigned ref_shift = 6;
+inline constexpr std::uint64_t rewoken = 1u << 6;
+inline constexpr unsigned ref_shift = 7;
 inline constexpr std::uint64_t ref_one = std::uint64_t{1} << ref_shift;
 inline constexpr std::uint64_t flag_mask = ref_one - 1;
 }  // namespace state
@@ -125,6 +133,7 @@ struct alignas(16) task_header {
     bool cancelled_outcome = false;     // destroyed by abort/shutdown before finishing
     bool root_done = false;             // set by the root's final_suspend
     bool yield_requested = false;       // re-queue behind all ready work
+    bool inline_notified = false;       // run nested under NOTIFIED (start_inline)
 
     void* frame() noexcept { return this + 1; }
     void* result_slot() noexcept { return reinterpret_cast<char*>(this) + result_offset; }
