@@ -75,7 +75,10 @@ struct promise : promise_base {
     void store_root_result(task_header* t) noexcept {
         if (!value) return;
         ::new (t->result_slot()) T(std::move(*value));
-        t->result_dtor = [](void* p) noexcept { static_cast<T*>(p)->~T(); };
+        // Nothing to run for trivially destructible results: no indirect
+        // call when the block is freed.
+        if constexpr (!std::is_trivially_destructible_v<T>)
+            t->result_dtor = [](void* p) noexcept { static_cast<T*>(p)->~T(); };
         value.reset();
     }
     task<T> get_return_object() noexcept;

@@ -26,7 +26,6 @@ public:
     void shutdown() override;
     runtime_metrics metrics() const override;
     task_header* take_local(task_header* want) noexcept override;
-    bool on_own_thread() const noexcept override { return on_driver(); }
     void count_completion() noexcept override;
 
 private:

@@ -83,7 +83,6 @@ public:
     runtime_metrics metrics() const override;
     std::size_t registry_shard() const noexcept override;
     task_header* take_local(task_header* want) noexcept override;
-    bool on_own_thread() const noexcept override { return this_worker() != nullptr; }
     void count_completion() noexcept override;
 
 private:

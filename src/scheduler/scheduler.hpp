@@ -39,8 +39,9 @@ public:
     virtual runtime_metrics metrics() const = 0;
     // Shard of the registry the calling thread should use.
     virtual std::size_t registry_shard() const noexcept { return 0; }
-    // True on this scheduler's own worker / driver thread.
-    virtual bool on_own_thread() const noexcept = 0;
+    // True on this scheduler's own worker / driver thread (both schedulers
+    // set tls_context's sched and worker there). Not virtual: spawn asks.
+    bool on_own_thread() const noexcept;
     // Counts a completed task for tasks_alive (spawned - completed).
     virtual void count_completion() noexcept = 0;
     // Takes the newest entry of the calling thread's own queue (next slot,
@@ -111,5 +112,9 @@ struct thread_context {
 };
 inline thread_local thread_context tls_context{};
 inline thread_context& tls() noexcept { return tls_context; }
+
+inline bool scheduler::on_own_thread() const noexcept {
+    return tls_context.sched == this && tls_context.worker != nullptr;
+}
 
 }  // namespace aspen::detail

@@ -268,12 +268,6 @@ void ref_dec(task_header* t) noexcept {
     if (refs(prev) == 1) on_last_ref(t);
 }
 
-bool is_complete(const task_header* t) noexcept {
-    // acquire: a true answer lets the caller read the result.
-    return t->state.load(std::memory_order_acquire) & state::complete;
-}
-
-bool is_cancelled_outcome(const task_header* t) noexcept { return t->cancelled_outcome; }
 
 bool report_if_destroying(std::exception_ptr e) noexcept {
     if (destroying == nullptr) return false;

@@ -123,7 +123,7 @@ struct alignas(16) task_header {
     task_header* reg_prev = nullptr;    // registry of live tasks (shutdown)
     task_header* reg_next = nullptr;
     std::exception_ptr error;           // a root's exception (copied at completion)
-    void (*result_dtor)(void*) = nullptr;  // set while a result lives in the slot
+    void (*result_dtor)(void*) = nullptr;  // set while a result with a destructor lives in the slot
     std::uint32_t alloc_size = 0;       // bytes of header + frame + result slot
     std::uint32_t result_offset = 0;    // where the result slot starts
     std::uint16_t reg_shard = 0;
@@ -184,8 +184,12 @@ std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, l
 void ref_inc(task_header* t) noexcept;
 void ref_dec(task_header* t) noexcept;
 
-bool is_complete(const task_header* t) noexcept;
-bool is_cancelled_outcome(const task_header* t) noexcept;
+inline bool is_complete(const task_header* t) noexcept {
+    // acquire: a true answer lets the caller read the result.
+    return t->state.load(std::memory_order_acquire) & state::complete;
+}
+// Read only once the task is complete (after is_complete's acquire).
+inline bool is_cancelled_outcome(const task_header* t) noexcept { return t->cancelled_outcome; }
 void abort_task(task_header* t) noexcept;
 // Called by a frame's unhandled_exception: true (and the exception went to
 // the runtime's unhandled_exception_handler) when this thread is destroying
