@@ -544,6 +544,14 @@ concurrent_result run_concurrent(std::uint32_t cap, int thieves, std::uint32_t n
 // thief's release (steal := head) must cover that slot too, or the queue
 // stays "steal in progress" forever. Big rings make the copy window long, so
 // the owner hits it often. After the run the queue must still be usable.
+// Items whose take counter is not exactly 1 (lost or taken twice).
+std::uint64_t not_taken_once(const std::atomic<std::uint32_t>* taken, std::uint32_t n) {
+    std::uint64_t bad = 0;
+    for (std::uint32_t i = 0; i < n; ++i)
+        if (taken[i].load(std::memory_order_relaxed) != 1) ++bad;
+    return bad;
+}
+
 TEST(LocalQueue, PushBatchAppendsOldestFirstAndStopsAtCapacity) {
     auto nodes = make_nodes(12);
     queue q(8, index_space - 3);  // the batch crosses the index wrap
@@ -625,10 +633,7 @@ TEST(LocalQueue, PushBatchRacesThieves) {
     owner.join();
     for (auto& t : thieves) t.join();
     EXPECT_EQ(total.load(), n_items);
-    std::uint64_t bad = 0;
-    for (std::uint32_t i = 0; i < n_items; ++i)
-        if (taken[i].load(std::memory_order_relaxed) != 1) ++bad;
-    EXPECT_EQ(bad, 0u);
+    EXPECT_EQ(not_taken_once(taken.get(), n_items), 0u);
     EXPECT_EQ(bad_payloads.load(), 0u);
     EXPECT_GT(steals.load(), 0u);
 }
@@ -701,10 +706,7 @@ TEST(LocalQueue, PopOldestRacesInProgressSteals) {
 
     ASSERT_FALSE(wedged.load()) << "push failed on an empty ring with no steal in progress";
     EXPECT_EQ(total.load(), n_items);
-    std::uint64_t bad = 0;
-    for (std::uint32_t i = 0; i < n_items; ++i)
-        if (taken[i].load(std::memory_order_relaxed) != 1) ++bad;
-    EXPECT_EQ(bad, 0u);
+    EXPECT_EQ(not_taken_once(taken.get(), n_items), 0u);
     EXPECT_EQ(bad_payloads.load(), 0u);
     EXPECT_GT(steals.load(), 0u);
     // Still usable: a steal succeeds and takes ceil(half); all slots free.
