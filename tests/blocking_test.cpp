@@ -300,7 +300,12 @@ TEST_P(Blocking, ShutdownWaitsForRunningAndCancelsQueued) {
     for (int i = 0; i < 5; ++i) handles.push_back(rt->spawn_blocking([&] { queued_ran.fetch_add(1); }));
     within(60s, "two blocking tasks start", [&] { started.wait_for(2); });
     std::thread opener([&] {
-        std::this_thread::sleep_for(20ms);  // shutdown is waiting by now (if it waits at all)
+        // Open only once shutdown has cancelled the queued jobs' tasks: from
+        // then on the pool can no longer start them, and shutdown goes on to
+        // wait for the two running ones. (A fixed 20 ms sleep here raced
+        // with a slow shutdown on a loaded machine: the queued jobs ran.)
+        for (std::size_t i = 2; i < handles.size(); ++i)
+            while (!handles[i].is_finished()) std::this_thread::sleep_for(1ms);
         release.open();
     });
     within(60s, "shutdown", [&] { rt->shutdown(); });
