@@ -480,8 +480,10 @@ void unwind_inlined(task_header* bottom) noexcept {
         if (o == poll_outcome::requeue || o == poll_outcome::yield)
             child->sched->schedule(child, o == poll_outcome::yield ? schedule_kind::yield : schedule_kind::requeue);
         tls_context.current = joiner;
-        // The joiner is RUNNING: a ready leaf just marks it NOTIFIED, so it is
-        // re-queued when its own poll finishes.
+        // The joiner is RUNNING (a ready leaf marks it NOTIFIED) or itself
+        // runs nested (the wake adds REWOKEN, which its settle_inlined
+        // turns into NOTIFIED): either way it is re-queued when its own
+        // poll finishes.
         if (poll_leaf_now(*joiner, joiner->leaf, joiner->leaf_poll)) waker_wake_by_ref(joiner);
     }
 }
