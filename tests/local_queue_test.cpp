@@ -539,11 +539,6 @@ concurrent_result run_concurrent(std::uint32_t cap, int thieves, std::uint32_t n
     return r;
 }
 
-// The owner's pop_oldest racing a thief that is between its claim and its
-// release: the owner then takes a slot behind the thief's batch, and the
-// thief's release (steal := head) must cover that slot too, or the queue
-// stays "steal in progress" forever. Big rings make the copy window long, so
-// the owner hits it often. After the run the queue must still be usable.
 // Items whose take counter is not exactly 1 (lost or taken twice).
 std::uint64_t not_taken_once(const std::atomic<std::uint32_t>* taken, std::uint32_t n) {
     std::uint64_t bad = 0;
@@ -638,6 +633,11 @@ TEST(LocalQueue, PushBatchRacesThieves) {
     EXPECT_GT(steals.load(), 0u);
 }
 
+// The owner's pop_oldest racing a thief that is between its claim and its
+// release: the owner then takes a slot behind the thief's batch, and the
+// thief's release (steal := head) must cover that slot too, or the queue
+// stays "steal in progress" forever. Big rings make the copy window long, so
+// the owner hits it often. After the run the queue must still be usable.
 TEST(LocalQueue, PopOldestRacesInProgressSteals) {
     const std::uint32_t cap = std::uint32_t{1} << 14;
     const std::uint32_t n_items = sanitized ? 300'000 : 4'000'000;

@@ -114,6 +114,13 @@ void report(task_header* t) noexcept { report(t->sched, t->error); }
 // The task whose frame cancel_running is destroying on this thread.
 thread_local task_header* destroying = nullptr;
 
+// The word once t completes: COMPLETE set, the poller's flags cleared,
+// `dropped` references (life, poll) gone.
+std::uint64_t completed_word(std::uint64_t s, std::uint64_t dropped) noexcept {
+    return ((s | state::complete) & ~(state::running | state::notified | state::rewoken)) -
+           dropped * state::ref_one;
+}
+
 // The fast end of an inlined join (see on_root_final): t ran nested in the
 // poll of the joiner that awaits its handle, so that handle cannot go away
 // or register a waker meanwhile. If the refcount shows nothing but the
@@ -125,9 +132,7 @@ bool try_complete_exclusive(task_header* t) noexcept {
     // acquire: as complete()'s load.
     std::uint64_t s = t->state.load(std::memory_order_acquire);
     if (refs(s) != 3 || (s & (state::join_waker | state::complete)) || !(s & state::join_interest)) return false;
-    std::uint64_t next =
-        ((s | state::complete) & ~(state::running | state::notified | state::rewoken | state::cancelled)) -
-        2 * state::ref_one;
+    std::uint64_t next = completed_word(s, 2) & ~state::cancelled;
     // release: publishes the result and frame_destroyed to the handle's
     // acquire (is_complete / drop_join_handle), as complete()'s CAS does.
     t->state.store(next, std::memory_order_release);
@@ -160,8 +165,7 @@ void complete(task_header* t, bool handle_is_ours = false) noexcept {
     bool work_after;
     for (;;) {
         work_after = (s & state::join_waker) || (report_error && !(s & state::join_interest));
-        std::uint64_t next = ((s | state::complete) & ~(state::running | state::notified | state::rewoken)) -
-                             (work_after ? 1 : 2) * state::ref_one;
+        std::uint64_t next = completed_word(s, work_after ? 1 : 2);
         if (t->state.compare_exchange_weak(s, next, std::memory_order_acq_rel, std::memory_order_acquire)) break;
     }
     if (!work_after) {
@@ -448,10 +452,12 @@ bool start_poll(task_header* t) noexcept {
 // false: cancelled while queued, destroyed and completed here.
 bool start_inline(task_header* t) noexcept {
     // acquire: the previous poller's frame writes (a task that yielded).
-    if (!(t->state.load(std::memory_order_acquire) & state::cancelled)) return true;
-    t->inline_notified = false;
-    cancel_running(t);
-    return false;
+    if (t->state.load(std::memory_order_acquire) & state::cancelled) {
+        cancel_running(t);
+        return false;
+    }
+    t->inline_notified = true;  // unwind_inlined settles it if it suspends
+    return true;
 }
 
 // A task run nested under NOTIFIED suspends: it takes RUNNING, as any
@@ -517,7 +523,6 @@ std::coroutine_handle<> continue_join(task_header* joiner) noexcept {
             if (poll_leaf_now(*joiner, joiner->leaf, joiner->leaf_poll)) return resume_joiner(joiner);
             return std::noop_coroutine();
         }
-        next->inline_notified = true;
         if (!start_inline(next)) continue;  // cancelled while queued: complete now
         next->inline_parent = joiner;
         tls_context.current = next;
