@@ -43,6 +43,7 @@
 #pragma once
 
 #include <aspen/detail/combinator.hpp>
+#include <aspen/detail/spin_mutex.hpp>
 #include <aspen/join_handle.hpp>
 #include <aspen/spawn.hpp>
 #include <aspen/sync/waiter_list.hpp>
@@ -89,7 +90,7 @@ struct join_set_state {
         w.wake();
     }
 
-    std::mutex lock;
+    aspen::detail::spin_mutex lock;
     std::deque<outcome> done;
     aspen::waker waiter;
 };

@@ -32,6 +32,7 @@
 // runtime it can reach.
 #pragma once
 
+#include <aspen/detail/spin_mutex.hpp>
 #include <aspen/detail/task_header.hpp>
 #include <aspen/errors.hpp>
 #include <aspen/join_handle.hpp>
@@ -68,7 +69,7 @@ struct blocking_job {
     std::atomic<std::uint32_t> refs{1};
     void (*run)(blocking_job*) noexcept = nullptr;      // calls the function, stores its outcome
     void (*destroy)(blocking_job*) noexcept = nullptr;  // deletes the concrete job
-    std::mutex lock;
+    aspen::detail::spin_mutex lock;
     aspen::waker waker;
     blocking_job* next = nullptr;  // the pool's queue
 

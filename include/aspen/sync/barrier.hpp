@@ -24,6 +24,7 @@
 // std::logic_error.
 #pragma once
 
+#include <aspen/detail/spin_mutex.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/sync/wake_round.hpp>
@@ -101,7 +102,7 @@ public:
 private:
     friend class barrier_wait_awaitable;
 
-    mutable std::mutex state_;
+    mutable aspen::detail::spin_mutex state_;
     const std::size_t n_;
     std::size_t arrived_ = 0;      // in the current round
     std::uint64_t generation_ = 0;  // completed rounds

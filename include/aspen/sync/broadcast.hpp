@@ -45,6 +45,7 @@
 // thread.
 #pragma once
 
+#include <aspen/detail/spin_mutex.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/sync/wake_round.hpp>
@@ -117,7 +118,7 @@ struct bcast {
 
     explicit bcast(std::size_t capacity) : ring(capacity) {}
 
-    std::mutex lock;
+    aspen::detail::spin_mutex lock;
     std::vector<slot> ring;
     std::uint64_t head = 0;  // oldest position kept
     std::uint64_t tail = 0;  // position of the next send

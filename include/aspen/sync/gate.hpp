@@ -9,6 +9,7 @@
 // the gate's state does not change by being observed.
 #pragma once
 
+#include <aspen/detail/spin_mutex.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/waker.hpp>
 
@@ -95,7 +96,7 @@ public:
 private:
     using node = awaitable::node;
     std::atomic<bool> open_{false};
-    mutable std::mutex mutex_;
+    mutable aspen::detail::spin_mutex mutex_;
     waiter_list waiters_;
 };
 

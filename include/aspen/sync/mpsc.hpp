@@ -51,6 +51,7 @@
 // (std::invalid_argument otherwise).
 #pragma once
 
+#include <aspen/detail/spin_mutex.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/waker.hpp>
@@ -78,7 +79,7 @@ template <class T>
 struct chan {
     explicit chan(std::size_t cap) : capacity(cap) {}
 
-    std::mutex lock;
+    aspen::detail::spin_mutex lock;
     std::deque<T> buffer;
     const std::size_t capacity;  // max() for unbounded
     std::size_t reserved = 0;    // rooms granted to waiting senders that have not pushed yet

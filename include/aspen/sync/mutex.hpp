@@ -25,6 +25,7 @@
 // lock() awaitable twice throws std::logic_error.
 #pragma once
 
+#include <aspen/detail/spin_mutex.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/waker.hpp>
@@ -147,7 +148,7 @@ private:
         w.wake();
     }
 
-    mutable std::mutex state_;
+    mutable aspen::detail::spin_mutex state_;
     // True from the moment someone owns the lock until it is released with
     // nobody queued; while waiters exist it stays true (direct hand-off).
     bool locked_ = false;

@@ -27,6 +27,7 @@
 // same awaitable twice throws std::logic_error.
 #pragma once
 
+#include <aspen/detail/spin_mutex.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/waker.hpp>
@@ -134,7 +135,7 @@ private:
         }
     }
 
-    mutable std::mutex state_;
+    mutable aspen::detail::spin_mutex state_;
     bool permit_ = false;
     std::atomic<std::uint64_t> generation_{0};  // notify_all() calls; written under state_
     detail::sync::waiter_list waiters_;

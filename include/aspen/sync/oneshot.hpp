@@ -29,6 +29,7 @@
 // reference-counted. T must be move-constructible.
 #pragma once
 
+#include <aspen/detail/spin_mutex.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/waker.hpp>
@@ -61,7 +62,7 @@ void take_optional(std::optional<T>& to, std::optional<T>& from) {
 
 template <class T>
 struct oneshot_state {
-    std::mutex lock;
+    aspen::detail::spin_mutex lock;
     std::optional<T> value;
     bool sender_alive = true;    // neither sent nor dropped yet
     bool receiver_alive = true;

@@ -27,6 +27,7 @@
 // Awaiting the same acquire() awaitable twice throws std::logic_error.
 #pragma once
 
+#include <aspen/detail/spin_mutex.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/waker.hpp>
@@ -149,7 +150,7 @@ private:
     // Grants permits to the queue head while it fits. Whenever the batch is
     // full, wakes it with the lock released, then continues; a node is not
     // touched after it is granted.
-    void grant_locked(std::unique_lock<std::mutex>& g, detail::sync::waker_batch& wake) noexcept {
+    void grant_locked(std::unique_lock<aspen::detail::spin_mutex>& g, detail::sync::waker_batch& wake) noexcept {
         for (;;) {
             auto* n = static_cast<node*>(waiters_.front());
             if (!n || n->needed > permits_) return;
@@ -165,7 +166,7 @@ private:
         }
     }
 
-    mutable std::mutex state_;
+    mutable aspen::detail::spin_mutex state_;
     std::size_t permits_;
     detail::sync::waiter_list waiters_;
 };

@@ -5,7 +5,7 @@
 //   a sentinel. A node unlinks itself without knowing which list holds it, so
 //   a primitive can move its whole queue to a list on the stack (notify_all)
 //   while the waiters in it can still be cancelled. Every operation runs under
-//   the owning primitive's std::mutex.
+//   the owning primitive's spin_mutex.
 // * waker_batch: wakers taken out of nodes under the lock and woken after it
 //   is released (a node may be destroyed the moment the lock is dropped, so
 //   nothing but the moved-out waker is touched after that).

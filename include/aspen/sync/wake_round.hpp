@@ -17,6 +17,7 @@
 //   destructor, so an abort loses nothing.
 #pragma once
 
+#include <aspen/detail/spin_mutex.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/waker.hpp>
 
@@ -34,7 +35,7 @@ struct waker_node : waiter_node {
 };
 
 // `g` holds the primitive's lock on entry and on return.
-inline void wake_all_locked(waiter_list& waiters, std::unique_lock<std::mutex>& g) noexcept {
+inline void wake_all_locked(waiter_list& waiters, std::unique_lock<aspen::detail::spin_mutex>& g) noexcept {
     waiter_list round;
     round.splice_back(waiters);
     waker_batch wake;
@@ -105,7 +106,7 @@ public:
     // false; otherwise leaves the queue, calls take()
     // and returns true.
     template <class CanComplete, class Take>
-    bool poll(std::mutex& lock, waiter_list& waiters, const aspen::context& cx, const char* what,
+    bool poll(aspen::detail::spin_mutex& lock, waiter_list& waiters, const aspen::context& cx, const char* what,
               CanComplete can_complete, Take take) {
         if (phase_ == phase::ready || phase_ == phase::done)
             throw std::logic_error(std::string(what) + ": the awaitable was already awaited");
@@ -126,7 +127,7 @@ public:
     // For the leaf's destructor: leaves the queue, or calls undo() (under
     // `lock`) if a completed poll was never handed out.
     template <class Undo>
-    void abandon(std::mutex& lock, Undo undo) noexcept {
+    void abandon(aspen::detail::spin_mutex& lock, Undo undo) noexcept {
         if (phase_ == phase::waiting) {
             aspen::waker stale;  // ours; dropped after the lock is released
             std::lock_guard g(lock);

@@ -41,6 +41,7 @@
 // move-constructible.
 #pragma once
 
+#include <aspen/detail/spin_mutex.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/sync/wake_round.hpp>
@@ -70,7 +71,7 @@ template <class T>
 struct watch_state {
     explicit watch_state(T initial) : value(std::make_shared<const T>(std::move(initial))) {}
 
-    std::mutex lock;
+    aspen::detail::spin_mutex lock;
     std::shared_ptr<const T> value;
     std::uint64_t version = 0;
     std::size_t senders = 1;
@@ -79,7 +80,7 @@ struct watch_state {
 
     // Stores v as the new version and wakes every waiting receiver; returns
     // the old value (for the caller to release outside the lock).
-    std::shared_ptr<const T> store_locked(std::shared_ptr<const T> v, std::unique_lock<std::mutex>& g) {
+    std::shared_ptr<const T> store_locked(std::shared_ptr<const T> v, std::unique_lock<aspen::detail::spin_mutex>& g) {
         std::swap(value, v);
         ++version;
         wake_all_locked(waiters, g);
