@@ -86,7 +86,7 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
     if (!is_complete(root)) cancel_all_tasks();
     ctx = thread_context{};
     // seq_cst: hands the queues over (release) and must not pass
-    // notify_all's waiter-count check (see tw_wake in task_core.cpp).
+    // notify_all's waiter-count check (see unpark in park.hpp).
     driving_.store(false, std::memory_order_seq_cst);
     driving_.notify_all();
 }

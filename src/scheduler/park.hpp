@@ -53,8 +53,9 @@ public:
         // seq_cst: releases the work published before unpark to the parker's
         // acquire in leave(), and keeps this write before libstdc++'s seq_cst
         // check of the futex waiter count inside notify_one (a write ordered
-        // after that check could leave a parker asleep: see tw_wake in
-        // task_core.cpp).
+        // after that check could leave a parker asleep: notify_one skips the
+        // futex wake when the count reads 0, and a parker that registered and
+        // read the old token in between would sleep on).
         std::uint32_t prev = token_.exchange(notified, std::memory_order_seq_cst);
         if (prev == parked_futex) token_.notify_one();
         if (prev == parked_driver) d.unpark();

@@ -10,6 +10,10 @@
 #include <aspen/coop.hpp>
 #include <aspen/errors.hpp>
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cassert>
 #include <cstdio>
 #include <cstdlib>
@@ -370,19 +374,24 @@ void drop_join_handle(task_header* t, bool observed) noexcept {
 
 // ---- thread blocked in block_on ---------------------------------------------
 namespace {
+// The waiter lives on the blocked thread's stack, and that thread may see
+// done == 1 and return (ending the waiter's lifetime) before the completer
+// has issued its wake. std::atomic::notify_one would then be a call on a
+// dead object; a raw FUTEX_WAKE only names the address (the kernel does not
+// read a private futex's memory to wake it), so it stays well-defined. A
+// wake that lands on a later waiter at the same stack address is spurious,
+// and every wait re-checks in a loop. No wake is lost: FUTEX_WAIT sleeps
+// only if the word still reads 0, checked inside the kernel.
 struct thread_waiter {
     std::atomic<std::uint32_t> done{0};
 };
 void tw_nop(void*) noexcept {}
 void tw_wake(void* p) noexcept {
-    auto* w = static_cast<thread_waiter*>(p);
-    // seq_cst, not release: libstdc++'s notify_one skips the futex wake when
-    // its seq_cst load of the waiter count reads 0; a release store may be
-    // reordered after that load (x86 store buffer), and a waiter that
-    // registered and read done == 0 in between would sleep forever. (It also
-    // releases the task's completion to the waiter's acquire.)
-    w->done.store(1, std::memory_order_seq_cst);
-    w->done.notify_one();
+    auto* done = &static_cast<thread_waiter*>(p)->done;
+    // release: the task's completion (set before this wake) to the waiter's
+    // acquire load.
+    done->store(1, std::memory_order_release);
+    syscall(SYS_futex, done, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 constexpr waker_vtable thread_waker_vtable{tw_nop, tw_wake, tw_wake, tw_nop};
 }  // namespace
@@ -391,15 +400,15 @@ void block_until_complete(task_header* t) {
     thread_waiter waiter;
     // The waker points at this stack frame: its clone/drop are no-ops, the
     // one copy in the join slot is woken exactly once by the completer, and
-    // this function returns only after that wake.
+    // this function returns only after that wake has stored done = 1.
     aspen::waker w(&thread_waker_vtable, &waiter);
     bool registered = register_join_waker(t, w);
     w.release_borrowed();
     if (!registered) return;
-    // acquire: pairs with tw_wake's release.
-    // The completer wakes only after setting COMPLETE, so this acquire also
-    // makes the result visible.
-    while (waiter.done.load(std::memory_order_acquire) == 0) waiter.done.wait(0, std::memory_order_acquire);
+    // acquire: pairs with tw_wake's release, which comes after COMPLETE, so
+    // the result is visible too.
+    while (waiter.done.load(std::memory_order_acquire) == 0)
+        syscall(SYS_futex, &waiter.done, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
 }
 
 // ---- polling ------------------------------------------------------------------
