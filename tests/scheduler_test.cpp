@@ -433,10 +433,14 @@ TEST(Scheduler, InlinedChildThatFinishesAfterAnAbortStillDeliversItsValue) {
 namespace {
 
 // A task displaced from the next slot is staged (owner-only) while its
-// spawner's poll goes on. When another worker is idle, staging publishes it
-// at once, so the idle worker can steal it although the spawner never ends
-// its poll: here the spawner spins until the child has run elsewhere (the
-// watchdog fails the test if the child stays private).
+// spawner's poll goes on. When another worker sleeps (or searches), staging
+// publishes it at once, so that worker can steal it although the spawner
+// never ends its poll: here the spawner spins until the child has run
+// elsewhere (the watchdog fails the test if the child stays private).
+// The spawner first waits until the other worker is asleep: a worker that
+// is between searching and parking wants no work yet, and a task staged
+// then is published only at the spawner's next staging or poll end, which
+// a spinning spawner never reaches (documented in multi_thread.hpp).
 TEST(Scheduler, StagedTaskIsStolenWhileItsSpawnerKeepsRunning) {
     aspen::runtime rt(workers(2));
     std::atomic<bool> child_ran{false};
@@ -444,8 +448,16 @@ TEST(Scheduler, StagedTaskIsStolenWhileItsSpawnerKeepsRunning) {
         child_ran.store(true, std::memory_order_release);
         co_return;
     };
+    // parks is counted after the worker joined the idle word's sleepers and
+    // unparks after it woke: more parks than unparks means it sleeps (or has
+    // just been woken, and then it searches): either way it wants work.
+    auto another_worker_sleeps = [&] {
+        for (const auto& w : rt.metrics().workers)
+            if (w.parks > w.unparks) return true;
+        return false;
+    };
     auto parent = [&]() -> aspen::task<int> {
-        // The other worker has nothing to do: it searches or sleeps.
+        while (!another_worker_sleeps()) std::this_thread::yield();
         aspen::join_handle<void> a = aspen::spawn(child());
         aspen::join_handle<void> b = aspen::spawn([]() -> aspen::task<void> { co_return; }());  // displaces a
         while (!child_ran.load(std::memory_order_acquire)) std::this_thread::yield();
