@@ -253,6 +253,39 @@ TEST(TcpMisuse, SecondConcurrentReadThrowsLogicError) {
     });
 }
 
+// A worker that runs out of local work takes the readiness already waiting
+// in the driver before it searches or parks (multi_thread.hpp, "Where a
+// worker looks"). A lone worker ping-pongs one byte over a socket pair
+// (AF_UNIX: the peer is readable as soon as send returns), so it runs dry
+// twice per round trip with the other side's readiness waiting. Without
+// the dry poll each of those ends in a park on the driver (~2 per round
+// trip: this fails, checked by hand); with it, hardly any.
+TEST(Tcp, WorkerOutOfLocalWorkPollsTheDriverBeforeParking) {
+    constexpr std::size_t rounds = 200;
+    aspen::runtime rt(aspen_test::workers(1));
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    std::uint64_t parks = 0;
+    aspen_test::within(60s, "single-worker ping-pong", [&] {
+        parks = rt.block_on([&]() -> task<std::uint64_t> {
+            tcp_stream client = tcp_stream::from_native(sv[0]);
+            auto echo = aspen::spawn(net_test::echo_connection(tcp_stream::from_native(sv[1])));
+            std::uint64_t before = rt.metrics().total().parks;
+            for (std::size_t r = 0; r < rounds; ++r) {
+                char out = net_test::pattern_byte(0, r, 0), in = 0;
+                co_await client.write_all(&out, 1);
+                EXPECT_EQ(co_await client.read_exact(&in, 1), 1u);
+                EXPECT_EQ(in, out);
+            }
+            std::uint64_t parked = rt.metrics().total().parks - before;
+            client.shutdown(aspen::shutdown_mode::write);
+            co_await echo;
+            co_return parked;
+        }());
+    });
+    EXPECT_LT(parks, rounds / 4);
+}
+
 TEST(TcpMisuse, EmptySocketsAndAwaitingOutsideATaskThrow) {
     tcp_stream empty;
     EXPECT_THROW((void)empty.read(nullptr, 0), std::logic_error);

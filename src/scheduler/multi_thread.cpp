@@ -167,6 +167,7 @@ void multi_thread_scheduler::run(worker& w) {
     if (cfg_.on_thread_start) cfg_.on_thread_start(w.index);
     while (!stopping()) {
         task_header* t = next_task(w);
+        if (!t) t = poll_driver_when_dry(w);
         if (!t) t = search(w);
         if (t) {
             found_work(w);
@@ -182,7 +183,7 @@ void multi_thread_scheduler::run(worker& w) {
 task_header* multi_thread_scheduler::next_task(worker& w) {
     if (--w.ticks_to_event == 0) {
         w.ticks_to_event = cfg_.event_interval;
-        poll_driver();
+        poll_driver(w);
     }
     // A countdown, not tick % interval: no division on every task.
     if (--w.ticks_to_injector == 0) {
@@ -302,10 +303,22 @@ bool multi_thread_scheduler::park_on_driver(worker& w) {
     return w.park.park_on_driver(d);
 }
 
-void multi_thread_scheduler::poll_driver() {
-    if (!io_driver().has_interest() || !try_take_driver()) return;
+bool multi_thread_scheduler::poll_driver(worker& w) {
+    if (!io_driver().has_interest() || !try_take_driver()) return false;
     io_driver().poll();
     release_driver();
+    // The wakers ran outside any poll: a task they displaced from the next
+    // slot is staged; make it stealable now, as run_task would (nothing
+    // stays staged between polls).
+    if (w.num_staged) publish_staged(w, w.num_staged);
+    return true;
+}
+
+// Out of local work, before stealing: readiness that is already waiting in
+// the driver belongs to tasks this worker can run at once, without a
+// thief's CAS or a sleeper's futex round trip (see "Where a worker looks").
+task_header* multi_thread_scheduler::poll_driver_when_dry(worker& w) {
+    return poll_driver(w) ? next_task(w) : nullptr;
 }
 
 bool multi_thread_scheduler::try_take_driver() noexcept {
