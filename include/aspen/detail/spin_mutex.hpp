@@ -11,7 +11,8 @@
 // context switch (microseconds) where the holder needed ~100 ns. Measured on
 // the 2-core machine, 4 producers and a consumer on one mpsc channel
 // (bench `mpsc`, 10M messages): 1 worker 567 -> 437 ms; 2 workers
-// 1,100-1,570 -> ~1,050 ms; voluntary context switches 18,400 -> 5,800.
+// 1,300-1,480 -> 1,100-1,300 ms, and 42,000-96,000 -> ~37,000 voluntary
+// context switches per three runs (what is left is workers parking).
 // A futex-backed three-state lock (spin, then sleep) was tried too: its
 // unlock must be an RMW to learn about sleepers, and it measured no better
 // than std::mutex.
