@@ -25,8 +25,9 @@
 //   unlock: store(false).
 // Mutual exclusion: only an exchange that reads false takes the lock, and
 // the exchanges on one word are totally ordered. Progress: a holder never
-// blocks or waits while holding (no syscall, no wake, no user callback other
-// than T's move and destruction in a channel's buffer), so it releases the
+// blocks or waits while holding (no wake: wakers are moved out and woken
+// after unlock; no user code but the copy, move and destruction of the
+// values a channel keeps, and a buffer's allocation), so it releases the
 // lock as soon as it runs; yielding lets it run when the machine is
 // oversubscribed (more workers than cores), so waiting costs CPU time there
 // but never a deadlock.
