@@ -108,7 +108,14 @@ void multi_thread_scheduler::schedule(task_header* t, schedule_kind kind) {
         return;
     }
     // The next slot is not stealable, so only a displaced task needs a thief.
-    if (task_header* prev = std::exchange(w->next, t)) stage(*w, prev);
+    // Staged only inside a poll, whose end publishes it; a wake run between
+    // polls (the driver's wakers, a completion's joiner) goes to the ring.
+    if (task_header* prev = std::exchange(w->next, t)) {
+        if (tls_context.current)
+            stage(*w, prev);
+        else
+            push_local(*w, prev);
+    }
 }
 
 void multi_thread_scheduler::push_local(worker& w, task_header* t) {
@@ -183,7 +190,7 @@ void multi_thread_scheduler::run(worker& w) {
 task_header* multi_thread_scheduler::next_task(worker& w) {
     if (--w.ticks_to_event == 0) {
         w.ticks_to_event = cfg_.event_interval;
-        poll_driver(w);
+        poll_driver();
     }
     // A countdown, not tick % interval: no division on every task.
     if (--w.ticks_to_injector == 0) {
@@ -303,14 +310,10 @@ bool multi_thread_scheduler::park_on_driver(worker& w) {
     return w.park.park_on_driver(d);
 }
 
-bool multi_thread_scheduler::poll_driver(worker& w) {
+bool multi_thread_scheduler::poll_driver() {
     if (!io_driver().has_interest() || !try_take_driver()) return false;
     io_driver().poll();
     release_driver();
-    // The wakers ran outside any poll: a task they displaced from the next
-    // slot is staged; make it stealable now, as run_task would (nothing
-    // stays staged between polls).
-    if (w.num_staged) publish_staged(w, w.num_staged);
     return true;
 }
 
@@ -318,7 +321,7 @@ bool multi_thread_scheduler::poll_driver(worker& w) {
 // the driver belongs to tasks this worker can run at once, without a
 // thief's CAS or a sleeper's futex round trip (see "Where a worker looks").
 task_header* multi_thread_scheduler::poll_driver_when_dry(worker& w) {
-    return poll_driver(w) ? next_task(w) : nullptr;
+    return poll_driver() ? next_task(w) : nullptr;
 }
 
 bool multi_thread_scheduler::try_take_driver() noexcept {

@@ -44,7 +44,10 @@
 //     load of the idle word at each staging: a thief wants work now);
 //   * all of them when the poll ends (run_task): between polls nothing is
 //     staged, so the run loop, the idle protocol and its model see exactly
-//     the next slot and the ring, as before.
+//     the next slot and the ring, as before. A task displaced between polls
+//     (by the driver's wakers, or a completion waking its joiner) goes
+//     straight to the ring (schedule() stages only while tls_context.current
+//     names a running task).
 // No task can be stranded by staging: it belongs to a worker that is awake
 // and running a poll, which publishes it by the end of that poll at the
 // latest. What staging can delay is parallelism, never progress: a worker
@@ -128,7 +131,7 @@ private:
     void run_task(worker& w, task_header* t);
     void park(worker& w);
     bool park_on_driver(worker& w);
-    bool poll_driver(worker& w);
+    bool poll_driver();
     task_header* poll_driver_when_dry(worker& w);
     bool try_take_driver() noexcept;
     void release_driver() noexcept;

@@ -276,7 +276,6 @@ void ref_dec(task_header* t) noexcept {
     if (refs(prev) == 1) on_last_ref(t);
 }
 
-
 bool report_if_destroying(std::exception_ptr e) noexcept {
     if (destroying == nullptr) return false;
     report(destroying->sched, std::move(e));
