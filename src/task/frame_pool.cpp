@@ -29,12 +29,11 @@ struct free_block {
 
 // Plain data, constant-initialised: every access is a thread-pointer offset,
 // with no init guard on the hot path. The cleanup object that frees the
-// hoard at thread exit is created on the first free only.
+// hoard at thread exit is created on the first push into an empty list.
 struct frame_pool {
     free_block* heads[num_classes];
     std::uint32_t counts[num_classes];
     bool cleanup_armed;
-    bool torn_down;  // thread exiting: frees bypass the pool
 };
 thread_local frame_pool pool{};
 
@@ -43,11 +42,13 @@ struct pool_cleanup {
         for (auto*& head : pool.heads) {
             while (head) ::operator delete(std::exchange(head, head->next));
         }
-        pool.torn_down = true;
+        // The thread is exiting: every later free bypasses the pool (the
+        // cap check fails) and every allocation misses it (empty lists).
+        for (auto& count : pool.counts) count = max_cached_per_class;
     }
 };
 
-void arm_cleanup() {
+[[gnu::noinline]] void arm_cleanup() {
     thread_local pool_cleanup cleanup;
     (void)cleanup;
     pool.cleanup_armed = true;
@@ -61,28 +62,45 @@ constexpr bool use_pool = true;
 
 std::size_t class_of(std::size_t bytes) noexcept { return (bytes + granule - 1) / granule - 1; }
 
-void* raw_allocate(std::size_t bytes) {
-    std::size_t c = class_of(bytes);
-    if (use_pool && c < num_classes && !pool.torn_down) {
-        if (free_block* b = pool.heads[c]) {
-            pool.heads[c] = b->next;
-            --pool.counts[c];
-            return b;
-        }
-        return ::operator new((c + 1) * granule);
-    }
-    return ::operator new(bytes);
+// Only what the free needs: most frames are awaited inline and never use
+// the rest of the header, which spawn_root builds (init_header).
+void* start_block(void* block, std::size_t total, std::size_t result_offset) noexcept {
+    auto* header = static_cast<task_header*>(block);
+    header->alloc_size = static_cast<std::uint32_t>(total);
+    header->result_offset = static_cast<std::uint32_t>(result_offset);
+    header->spawned = false;
+    return header->frame();
 }
+
+// The pool has no block of this size. Out of line (as the two slow paths
+// of raw_free below), so a pool hit needs no stack frame.
+[[gnu::noinline]] void* allocate_from_system(std::size_t total, std::size_t result_offset) {
+    std::size_t c = class_of(total);
+    // A pooled size rounds up to its class, so the block fits any frame of
+    // that class when it comes back.
+    void* block = ::operator new(use_pool && c < num_classes ? (c + 1) * granule : total);
+    return start_block(block, total, result_offset);
+}
+
+void push_block(void* p, std::size_t c) noexcept {
+    pool.heads[c] = new (p) free_block{pool.heads[c]};
+    ++pool.counts[c];
+}
+
+// The first block of an empty list: whatever the pool holds must be freed
+// at thread exit.
+[[gnu::noinline]] void push_first_block(void* p, std::size_t c) noexcept {
+    if (!pool.cleanup_armed) arm_cleanup();
+    push_block(p, c);
+}
+
+[[gnu::noinline]] void free_to_system(void* p) noexcept { ::operator delete(p); }
 
 void raw_free(void* p, std::size_t bytes) noexcept {
     std::size_t c = class_of(bytes);
-    if (use_pool && c < num_classes && !pool.torn_down && pool.counts[c] < max_cached_per_class) {
-        if (!pool.cleanup_armed) arm_cleanup();
-        pool.heads[c] = new (p) free_block{pool.heads[c]};
-        ++pool.counts[c];
-        return;
-    }
-    ::operator delete(p);
+    if (!use_pool || c >= num_classes || pool.counts[c] >= max_cached_per_class) return free_to_system(p);
+    if (pool.counts[c] == 0) return push_first_block(p, c);
+    push_block(p, c);
 }
 
 }  // namespace
@@ -92,11 +110,15 @@ void* allocate_frame(std::size_t frame_size, std::size_t result_size, std::size_
     // cost more than the rest of the allocation).
     std::size_t result_offset = (sizeof(task_header) + frame_size + result_align - 1) & ~(result_align - 1);
     std::size_t total = result_offset + result_size;
-    void* block = raw_allocate(total);
-    auto* header = new (block) task_header;
-    header->alloc_size = static_cast<std::uint32_t>(total);
-    header->result_offset = static_cast<std::uint32_t>(result_offset);
-    return header->frame();
+    std::size_t c = class_of(total);
+    if (use_pool && c < num_classes) {
+        if (free_block* b = pool.heads[c]) {
+            pool.heads[c] = b->next;
+            --pool.counts[c];
+            return start_block(b, total, result_offset);
+        }
+    }
+    return allocate_from_system(total, result_offset);
 }
 
 void free_task_memory(task_header* t) noexcept {
@@ -112,7 +134,7 @@ void deallocate_frame(void* frame) noexcept {
     // but the block (header, result slot) lives until its last reference:
     // the join handle reads the outcome there.
     if (t->spawned) return;
-    free_task_memory(t);
+    raw_free(t, t->alloc_size);  // never spawned: no header was built
 }
 
 }  // namespace aspen::detail

@@ -282,7 +282,19 @@ bool report_if_destroying(std::exception_ptr e) noexcept {
     return true;
 }
 
+namespace {
+// allocate_frame set only the block's size and layout: build the rest.
+void init_header(task_header* t) noexcept {
+    std::uint32_t size = t->alloc_size;
+    std::uint32_t result_offset = t->result_offset;
+    new (t) task_header;
+    t->alloc_size = size;
+    t->result_offset = result_offset;
+}
+}  // namespace
+
 void spawn_root(scheduler* s, task_header* t) {
+    init_header(t);
     t->spawned = true;
     t->sched = s;
     t->resume_point = std::coroutine_handle<>::from_address(t->frame());
@@ -290,6 +302,7 @@ void spawn_root(scheduler* s, task_header* t) {
     t->state.store(state::notified | state::join_interest | 3 * state::ref_one, std::memory_order_relaxed);
     if (!s->accept_spawn(t)) {
         t->spawned = false;  // nothing else knows it: free it with its frame
+        t->~task_header();
         std::coroutine_handle<>::from_address(t->frame()).destroy();
         throw runtime_shut_down();
     }

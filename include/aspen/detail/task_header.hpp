@@ -146,7 +146,9 @@ static_assert(sizeof(task_header) % alignof(std::max_align_t) == 0,
               "the frame that follows the header must stay max-aligned");
 
 // ---- allocation (src/task/frame_pool.cpp) ----------------------------------
-// Returns the frame address; the header before it is constructed. A spawned
+// Returns the frame address. Of the header before it only alloc_size,
+// result_offset and spawned (false) are set: a frame awaited inline needs no
+// more, and spawn_root builds the rest before the task is shared. A spawned
 // root moves its result into a slot of result_size bytes after the frame, so
 // its frame (parameters and all) can be destroyed the moment it completes.
 void* allocate_frame(std::size_t frame_size, std::size_t result_size = 0, std::size_t result_align = 1);
