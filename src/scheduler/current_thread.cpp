@@ -38,7 +38,8 @@ task_header* current_thread_scheduler::take_local(task_header* want) noexcept {
     // there (only the driver touches local_).
     if (!on_driver() || local_.empty()) return nullptr;
     task_header* t = local_.back();
-    if ((want && t != want) || t->leaf_poll) return nullptr;
+    if ((t != want && !may_help()) || t->leaf_poll) return nullptr;
+    if (t != want) spend_help_unit();
     local_.pop_back();
     counters_.inlined_joins.add();
     return t;

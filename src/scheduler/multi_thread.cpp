@@ -67,27 +67,38 @@ void multi_thread_scheduler::count_completion() noexcept {
 task_header* multi_thread_scheduler::take_local(task_header* want) noexcept {
     worker* w = this_worker();
     if (!w) return nullptr;
-    task_header* t = nullptr;
-    if (w->next && (!want || w->next == want)) {
-        if (w->next->leaf_poll) return nullptr;  // waits on a leaf: needs a real poll
-        t = std::exchange(w->next, nullptr);
-    } else if (w->num_staged && (!want || w->staged[w->num_staged - 1] == want)) {
-        task_header* top = w->staged[w->num_staged - 1];
-        if (top->leaf_poll) return nullptr;
-        t = top;
-        --w->num_staged;
-    } else if (task_header* top = w->queue.peek_newest(); top && (!want || top == want)) {
-        if (w->queue.pop() != top) return nullptr;  // a thief claimed it since the peek
-        if (top->leaf_poll) {
-            w->queue.push(top);  // cannot fail: we just freed its slot
-            return nullptr;
-        }
-        t = top;
-    } else {
-        return nullptr;
-    }
+    // The next slot and the staged array are the worker's own: `want` from
+    // the top of either, else (helping) the newest of them. Only when both
+    // are empty, the ring's newest entry.
+    task_header* next = w->next;
+    task_header* staged_top = w->num_staged ? w->staged[w->num_staged - 1] : nullptr;
+    bool from_next;
+    if (next && next == want) from_next = true;
+    else if (staged_top && staged_top == want) from_next = false;
+    else if (next && may_help()) from_next = true;
+    else if (staged_top && may_help()) from_next = false;
+    else return take_ring_top(*w, want);
+    task_header* t = from_next ? next : staged_top;
+    if (t->leaf_poll) return nullptr;  // waits on a leaf: needs a real poll
+    if (from_next) w->next = nullptr;
+    else --w->num_staged;
+    if (t != want) spend_help_unit();
     w->counters.inlined_joins.add();
     return t;
+}
+
+task_header* multi_thread_scheduler::take_ring_top(worker& w, task_header* want) noexcept {
+    task_header* top = w.queue.peek_newest();
+    if (!top || (top != want && !may_help())) return nullptr;
+    // Ours only once popped: until then a thief may be polling it.
+    if (w.queue.pop() != top) return nullptr;  // a thief claimed it since the peek
+    if (top->leaf_poll) {
+        w.queue.push(top);  // cannot fail: we just freed its slot
+        return nullptr;
+    }
+    if (top != want) spend_help_unit();
+    w.counters.inlined_joins.add();
+    return top;
 }
 
 // ---- producer side ---------------------------------------------------------------

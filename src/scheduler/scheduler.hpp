@@ -44,12 +44,15 @@ public:
     bool on_own_thread() const noexcept;
     // Counts a completed task for tasks_alive (spawned - completed).
     virtual void count_completion() noexcept = 0;
-    // Takes the newest entry of the calling thread's own queue (next slot,
-    // else top of the ring) if it can start without a leaf poll (it never
-    // ran, or only yielded) and, when `want` is given, if it is that task.
-    // The caller then holds the queue's reference and runs it nested in its
-    // poll. A task's fields other than sched belong to its poller: read
-    // only once it is taken.
+    // Takes a task of the calling thread's own queue that can start without
+    // a leaf poll (it never ran, or only yielded): `want` if it is the
+    // newest entry of its place (next slot, staged, ring), else the newest
+    // entry of all if the poll's coop budget has a unit left, which it then
+    // spends (helping while waiting must not keep the worker from its
+    // fairness checks for long). One call serves a joiner's whole choice.
+    // The caller then holds the queue's reference and runs the task nested
+    // in its poll. A task's fields other than sched belong to its poller:
+    // read only once it is taken.
     virtual task_header* take_local(task_header* want) noexcept = 0;
     task_registry& registry() noexcept { return registry_; }
     // The runtime's I/O and time driver (timers, sockets).
@@ -112,6 +115,11 @@ struct thread_context {
 };
 inline thread_local thread_context tls_context{};
 inline thread_context& tls() noexcept { return tls_context; }
+
+// Helping while waiting (take_local) costs one unit of the poll's coop
+// budget; the budget is this thread's own.
+inline bool may_help() noexcept { return tls_context.budget != 0; }
+inline void spend_help_unit() noexcept { --tls_context.budget; }
 
 inline bool scheduler::on_own_thread() const noexcept {
     return tls_context.sched == this && tls_context.worker != nullptr;

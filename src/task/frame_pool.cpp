@@ -87,10 +87,10 @@ void push_block(void* p, std::size_t c) noexcept {
     ++pool.counts[c];
 }
 
-// The first block of an empty list: whatever the pool holds must be freed
-// at thread exit.
+// The thread's first block: whatever the pool holds must be freed at
+// thread exit.
 [[gnu::noinline]] void push_first_block(void* p, std::size_t c) noexcept {
-    if (!pool.cleanup_armed) arm_cleanup();
+    arm_cleanup();
     push_block(p, c);
 }
 
@@ -99,7 +99,7 @@ void push_block(void* p, std::size_t c) noexcept {
 void raw_free(void* p, std::size_t bytes) noexcept {
     std::size_t c = class_of(bytes);
     if (!use_pool || c >= num_classes || pool.counts[c] >= max_cached_per_class) return free_to_system(p);
-    if (pool.counts[c] == 0) return push_first_block(p, c);
+    if (pool.counts[c] == 0 && !pool.cleanup_armed) return push_first_block(p, c);
     push_block(p, c);
 }
 

@@ -526,20 +526,20 @@ std::coroutine_handle<> resume_joiner(task_header* joiner) noexcept {
 }
 
 // The current task (joiner) waits for joiner->join_target. Run local work
-// nested in its poll until the target is complete: the target itself when it
-// is the newest queued task, else the newest startable task (help while
-// waiting) at one coop-budget unit each, so helping cannot keep the worker
-// from its fairness checks for long. Suspend for real (register the join waker)
-// only when there is no local work or no budget left.
+// nested in its poll until the target is complete: the newest startable
+// task of this worker's queue (help while waiting) at one coop-budget unit
+// each, so helping cannot keep the worker from its fairness checks for long,
+// or the target itself, for free, when it tops a place of the queue (see
+// take_local). Suspend for real (register the join waker) only when there
+// is no local work or no budget left.
 std::coroutine_handle<> continue_join(task_header* joiner) noexcept {
     task_header* target = joiner->join_target;
     scheduler* s = joiner->sched;
     for (;;) {
         if (is_complete(target)) return resume_joiner(joiner);
         // Running the target itself is like awaiting a task inline: free.
-        // Helping with other work spends budget.
+        // Helping with other work spends budget (take_local).
         task_header* next = s->take_local(target);
-        if (!next && coop_try_consume()) next = s->take_local(nullptr);
         if (!next) {
             if (poll_leaf_now(*joiner, joiner->leaf, joiner->leaf_poll)) return resume_joiner(joiner);
             return std::noop_coroutine();
