@@ -27,12 +27,6 @@ void current_thread_scheduler::schedule(task_header* t, schedule_kind kind) {
     io_driver().unpark();
 }
 
-void current_thread_scheduler::count_completion() noexcept {
-    if (on_driver()) counters_.tasks_completed.add();
-    // relaxed: a statistic; ordered for readers by the COMPLETE CAS after it.
-    else remote_completions_.fetch_add(1, std::memory_order_relaxed);
-}
-
 task_header* current_thread_scheduler::take_local(task_header* want) noexcept {
     // The newest entry is at the back of the FIFO; it is ours once we see it
     // there (only the driver touches local_).
@@ -71,6 +65,7 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
     thread_context& ctx = tls();
     ctx.sched = this;
     ctx.worker = this;
+    ctx.completions = &counters_.tasks_completed;
     // acquire: see stopping_ set by a shutdown on another thread.
     while (!is_complete(root) && !stopping_.load(std::memory_order_acquire)) {
         task_header* t = next_task();
@@ -129,7 +124,7 @@ runtime_metrics current_thread_scheduler::metrics() const {
     m.workers.push_back(counters_.read());
     // relaxed: statistics.
     m.remote_spawns = remote_spawns_.load(std::memory_order_relaxed);
-    m.remote_completions = remote_completions_.load(std::memory_order_relaxed);
+    m.remote_completions = remote_completions();
     m.tasks_alive = m.workers[0].tasks_spawned + m.remote_spawns - m.workers[0].tasks_completed - m.remote_completions;
     m.injector_depth = remote_.len();
     m.timers_armed = io_driver().timers_armed();

@@ -26,7 +26,6 @@ public:
     void shutdown() override;
     runtime_metrics metrics() const override;
     task_header* take_local(task_header* want) noexcept override;
-    void count_completion() noexcept override;
 
 private:
     bool on_driver() const noexcept;
@@ -43,7 +42,6 @@ private:
     std::atomic<bool> stopping_{false};
     std::uint64_t tick_ = 0;
     std::atomic<std::uint64_t> remote_spawns_{0};
-    std::atomic<std::uint64_t> remote_completions_{0};
     worker_counters counters_;  // written by the driving thread only
     std::mutex shutdown_mutex_;
     bool shut_down_ = false;

@@ -58,12 +58,6 @@ std::size_t multi_thread_scheduler::registry_shard() const noexcept {
     return w ? w->index + 1 : 0;
 }
 
-void multi_thread_scheduler::count_completion() noexcept {
-    if (worker* w = this_worker()) w->counters.tasks_completed.add();
-    // relaxed: a statistic; ordered for readers by the COMPLETE CAS after it.
-    else remote_completions_.fetch_add(1, std::memory_order_relaxed);
-}
-
 task_header* multi_thread_scheduler::take_local(task_header* want) noexcept {
     worker* w = this_worker();
     if (!w) return nullptr;
@@ -181,6 +175,7 @@ void multi_thread_scheduler::run(worker& w) {
     thread_context& ctx = tls();
     ctx.sched = this;
     ctx.worker = &w;
+    ctx.completions = &w.counters.tasks_completed;
     pthread_setname_np(pthread_self(), cfg_.thread_name.substr(0, 15).c_str());
     if (cfg_.on_thread_start) cfg_.on_thread_start(w.index);
     while (!stopping()) {
@@ -386,7 +381,7 @@ runtime_metrics multi_thread_scheduler::metrics() const {
     for (auto& w : workers_) m.workers.push_back(w->counters.read());
     // relaxed: a statistic.
     m.remote_spawns = remote_spawns_.load(std::memory_order_relaxed);
-    m.remote_completions = remote_completions_.load(std::memory_order_relaxed);
+    m.remote_completions = remote_completions();
     worker_metrics t = m.total();
     m.tasks_alive = t.tasks_spawned + m.remote_spawns - t.tasks_completed - m.remote_completions;
     m.injector_depth = injector_.len();

@@ -70,19 +70,6 @@
 
 namespace aspen::detail {
 
-// A statistic written only by its worker (so no RMW), read by anyone.
-class counter {
-public:
-    void add(std::uint64_t n = 1) noexcept {
-        // relaxed: a statistic; single writer, so load+store loses nothing.
-        v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-    }
-    std::uint64_t get() const noexcept { return v_.load(std::memory_order_relaxed); }
-
-private:
-    std::atomic<std::uint64_t> v_{0};
-};
-
 struct worker_counters {
     counter polls, tasks_spawned, tasks_completed, next_slot_runs, inlined_joins, local_pushes, overflows, overflow_tasks, injector_pops,
         steal_operations, tasks_stolen, failed_steals, parks, unparks;
@@ -100,7 +87,6 @@ public:
     runtime_metrics metrics() const override;
     std::size_t registry_shard() const noexcept override;
     task_header* take_local(task_header* want) noexcept override;
-    void count_completion() noexcept override;
 
 private:
     struct alignas(128) worker {
@@ -155,7 +141,6 @@ private:
     // nobody ever waits for it).
     std::atomic<bool> driver_taken_{false};
     std::atomic<std::uint64_t> remote_spawns_{0};
-    std::atomic<std::uint64_t> remote_completions_{0};
     std::mutex shutdown_mutex_;
     bool shut_down_ = false;
 };

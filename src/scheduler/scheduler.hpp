@@ -11,11 +11,25 @@
 #include <aspen/detail/task_header.hpp>
 #include <aspen/metrics.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <functional>
 
 namespace aspen::detail {
+
+// A statistic written only by its worker thread (so no RMW), read by anyone.
+class counter {
+public:
+    void add(std::uint64_t n = 1) noexcept {
+        // relaxed: a statistic; single writer, so load+store loses nothing.
+        v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    }
+    std::uint64_t get() const noexcept { return v_.load(std::memory_order_relaxed); }
+
+private:
+    std::atomic<std::uint64_t> v_{0};
+};
 
 enum class schedule_kind {
     spawn,    // new task from a task: next slot of this worker
@@ -42,8 +56,10 @@ public:
     // True on this scheduler's own worker / driver thread (both schedulers
     // set tls_context's sched and worker there). Not virtual: spawn asks.
     bool on_own_thread() const noexcept;
-    // Counts a completed task for tasks_alive (spawned - completed).
-    virtual void count_completion() noexcept = 0;
+    // Counts a completed task for tasks_alive (spawned - completed): in the
+    // statistic of the thread's own worker, else as a remote completion.
+    // Not virtual: every completion asks.
+    void count_completion() noexcept;
     // Takes a task of the calling thread's own queue that can start without
     // a leaf poll (it never ran, or only yielded): `want` if it is the
     // newest entry of its place (next slot, staged, ring), else the newest
@@ -66,6 +82,10 @@ public:
     // Registers t before it may go idle; false once shutdown began.
     bool register_task(task_header* t) noexcept;
     void report_unhandled(std::exception_ptr e) noexcept;
+    std::uint64_t remote_completions() const noexcept {
+        // relaxed: a statistic.
+        return remote_completions_.load(std::memory_order_relaxed);
+    }
     std::uint32_t coop_budget() const noexcept { return coop_budget_; }
     // The spawn_blocking pool; runtime_base shuts it down after the scheduler.
     blocking_pool& blocking() noexcept { return blocking_; }
@@ -98,6 +118,7 @@ private:
     std::function<void(std::exception_ptr)> handler_;
     std::uint32_t coop_budget_;
     blocking_pool blocking_;
+    std::atomic<std::uint64_t> remote_completions_{0};
 };
 
 // ---- shared by the schedulers (src/task/task_core.cpp) ----------------------
@@ -111,6 +132,7 @@ struct thread_context {
     scheduler* sched = nullptr;   // runtime this thread works for
     void* worker = nullptr;       // the scheduler's per-thread state
     task_header* current = nullptr;
+    counter* completions = nullptr;  // the worker's tasks_completed
     std::uint32_t budget = 0;     // coop budget left in this poll
 };
 inline thread_local thread_context tls_context{};
@@ -123,6 +145,12 @@ inline void spend_help_unit() noexcept { --tls_context.budget; }
 
 inline bool scheduler::on_own_thread() const noexcept {
     return tls_context.sched == this && tls_context.worker != nullptr;
+}
+
+inline void scheduler::count_completion() noexcept {
+    if (tls_context.sched == this && tls_context.completions) tls_context.completions->add();
+    // relaxed: a statistic; ordered for readers by the COMPLETE CAS after it.
+    else remote_completions_.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace aspen::detail
