@@ -53,7 +53,7 @@ struct promise_base {
             // (the frame is destroyed at completion): the exception so it
             // can be reported without knowing T, the value into the slot.
             task_header* t = task_header::of_frame(h.address());
-            t->error = h.promise().error;
+            t->error = std::move(h.promise().error);
             h.promise().store_root_result(t);
             return on_root_final(t);
         }
