@@ -29,7 +29,7 @@ struct free_block {
 
 // Plain data, constant-initialised: every access is a thread-pointer offset,
 // with no init guard on the hot path. The cleanup object that frees the
-// hoard at thread exit is created on the first push into an empty list.
+// hoard at thread exit is created by the thread's first push.
 struct frame_pool {
     free_block* heads[num_classes];
     std::uint32_t counts[num_classes];

@@ -301,8 +301,10 @@ void spawn_root(scheduler* s, task_header* t) {
     // relaxed: the queue push that follows publishes the header.
     t->state.store(state::notified | state::join_interest | 3 * state::ref_one, std::memory_order_relaxed);
     if (!s->accept_spawn(t)) {
-        t->spawned = false;  // nothing else knows it: free it with its frame
-        t->~task_header();
+        // Nothing else knows it: free it with its frame. The header just
+        // built holds nothing (empty waker, no exception), so the block is
+        // freed without running its destructor, as for an inline frame.
+        t->spawned = false;
         std::coroutine_handle<>::from_address(t->frame()).destroy();
         throw runtime_shut_down();
     }
@@ -526,12 +528,12 @@ std::coroutine_handle<> resume_joiner(task_header* joiner) noexcept {
 }
 
 // The current task (joiner) waits for joiner->join_target. Run local work
-// nested in its poll until the target is complete: the newest startable
-// task of this worker's queue (help while waiting) at one coop-budget unit
-// each, so helping cannot keep the worker from its fairness checks for long,
-// or the target itself, for free, when it tops a place of the queue (see
-// take_local). Suspend for real (register the join waker) only when there
-// is no local work or no budget left.
+// nested in its poll until the target is complete: the target itself when
+// it tops a place of this worker's queue (see take_local), else the newest
+// startable task (help while waiting) at one coop-budget unit each, so
+// helping cannot keep the worker from its fairness checks for long. Suspend
+// for real (register the join waker) only when there is no local work or
+// no budget left.
 std::coroutine_handle<> continue_join(task_header* joiner) noexcept {
     task_header* target = joiner->join_target;
     scheduler* s = joiner->sched;
