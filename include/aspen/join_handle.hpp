@@ -9,6 +9,7 @@
 #include <aspen/waker.hpp>
 
 #include <coroutine>
+#include <cstdint>
 #include <exception>
 #include <type_traits>
 #include <stdexcept>
@@ -20,14 +21,12 @@ template <class T>
 class [[nodiscard]] join_handle {
 public:
     join_handle() noexcept = default;
-    explicit join_handle(detail::task_header* t) noexcept : task_(t) {}
-    join_handle(join_handle&& other) noexcept
-        : task_(std::exchange(other.task_, nullptr)), awaited_(std::exchange(other.awaited_, false)) {}
+    explicit join_handle(detail::task_header* t) noexcept : bits_(reinterpret_cast<std::uintptr_t>(t)) {}
+    join_handle(join_handle&& other) noexcept : bits_(std::exchange(other.bits_, 0)) {}
     join_handle& operator=(join_handle&& other) noexcept {
         if (this != &other) {
             detach();
-            task_ = std::exchange(other.task_, nullptr);
-            awaited_ = std::exchange(other.awaited_, false);
+            bits_ = std::exchange(other.bits_, 0);
         }
         return *this;
     }
@@ -39,31 +38,36 @@ public:
     // or right away if it is waiting. Awaiting the handle then throws
     // task_cancelled. No effect once the task has finished.
     void abort() noexcept {
-        if (task_) detail::abort_task(task_);
+        if (bits_) detail::abort_task(task());
     }
-    bool is_finished() const noexcept { return task_ && detail::is_complete(task_); }
+    bool is_finished() const noexcept { return bits_ && detail::is_complete(task()); }
     // Lets the task run on; its exception, if any, goes to the runtime's
     // unhandled_exception_handler.
     void detach() noexcept {
-        if (task_) detail::drop_join_handle(std::exchange(task_, nullptr), awaited_);
+        if (bits_) {
+            detail::task_header* t = task();
+            bool observed = awaited();
+            bits_ = 0;
+            detail::drop_join_handle(t, observed);
+        }
     }
-    bool valid() const noexcept { return task_ != nullptr; }
+    bool valid() const noexcept { return bits_ != 0; }
 
     struct awaiter {
         join_handle* self;
         bool await_ready() {
             self->check_awaitable();
-            if (detail::is_complete(self->task_)) return true;
+            if (detail::is_complete(self->task())) return true;
             detail::require_current_task("aspen::join_handle");
             return false;  // await_suspend inlines the child or registers
         }
         std::coroutine_handle<> await_suspend(std::coroutine_handle<> h) noexcept {
-            return detail::suspend_on_join(h, this, &poll_thunk, self->task_);
+            return detail::suspend_on_join(h, this, &poll_thunk, self->task());
         }
         T await_resume() { return self->take_result(); }
 
         static bool poll_thunk(void* me, context& cx) {
-            auto* t = static_cast<awaiter*>(me)->self->task_;
+            auto* t = static_cast<awaiter*>(me)->self->task();
             return !detail::register_join_waker(t, cx.waker());
         }
     };
@@ -73,24 +77,32 @@ public:
     // Used by block_on: the task is known to be complete.
     T take_result() {
         check_awaitable();
-        awaited_ = true;
-        if (detail::is_cancelled_outcome(task_)) throw task_cancelled();
+        bits_ |= awaited_bit;
+        detail::task_header* t = task();
+        if (detail::is_cancelled_outcome(t)) throw task_cancelled();
         // Moved out, not copied: the exception then dies with its catcher,
         // not with whichever thread drops the task's last reference.
-        if (task_->error) std::rethrow_exception(std::exchange(task_->error, nullptr));
+        if (t->error) std::rethrow_exception(std::exchange(t->error, nullptr));
         // The frame is gone; the value waits in the result slot.
-        if constexpr (!std::is_void_v<T>) return std::move(*static_cast<T*>(task_->result_slot()));
+        if constexpr (!std::is_void_v<T>) return std::move(*static_cast<T*>(t->result_slot()));
     }
-    detail::task_header* header() const noexcept { return task_; }
+    detail::task_header* header() const noexcept { return task(); }
 
 private:
     void check_awaitable() const {
-        if (!task_) throw std::logic_error("aspen::join_handle: awaiting an empty handle (moved-from or detached)");
-        if (awaited_) throw std::logic_error("aspen::join_handle: the handle was already awaited");
+        if (!bits_) throw std::logic_error("aspen::join_handle: awaiting an empty handle (moved-from or detached)");
+        if (awaited()) throw std::logic_error("aspen::join_handle: the handle was already awaited");
     }
 
-    detail::task_header* task_ = nullptr;
-    bool awaited_ = false;
+    // The task and whether its outcome was taken, in one word (task headers
+    // are 16-byte aligned, so bit 0 is free): a handle is one pointer, so an
+    // array of them is half the size, and building or destroying one is a
+    // single store or test.
+    static constexpr std::uintptr_t awaited_bit = 1;
+    detail::task_header* task() const noexcept { return reinterpret_cast<detail::task_header*>(bits_ & ~awaited_bit); }
+    bool awaited() const noexcept { return bits_ & awaited_bit; }
+
+    std::uintptr_t bits_ = 0;
 };
 
 }  // namespace aspen
