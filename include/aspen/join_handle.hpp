@@ -99,6 +99,7 @@ private:
     // array of them is half the size, and building or destroying one is a
     // single store or test.
     static constexpr std::uintptr_t awaited_bit = 1;
+    static_assert(alignof(detail::task_header) > awaited_bit, "the awaited bit needs a free low bit");
     detail::task_header* task() const noexcept { return reinterpret_cast<detail::task_header*>(bits_ & ~awaited_bit); }
     bool awaited() const noexcept { return bits_ & awaited_bit; }
 
