@@ -37,10 +37,7 @@
  *   - "running a task" is a step that may produce more work: spawn
  *     (schedule: the LIFO next slot, displacing the previous occupant to the
  *     ring with push_local + notify_one), requeue (push_local + notify_one),
- *     yield (the worker's own yielded list, moved to the injector with one
- *     notify_one when some worker searches or sleeps - a relaxed hint in
- *     the code, so a nondeterministic choice here). next_task takes from
- *     the yielded list last. An outside thread pushes
+ *     yield (injector push + notify_one). An outside thread pushes
  *     EXT_ITEMS tasks into the injector, each followed by notify_one.
  *   - shutdown: once the outside thread is done and no task is left
  *     anywhere (pending == 0), workers may leave run() / park() - this stands
@@ -82,9 +79,6 @@
  *       was_searching == false and skips the re-check: the lost wakeup the
  *       team fixed in multi_thread.cpp search().
  *   -DBROKEN_NO_RECHECK  park() never calls notify_if_work_pending.
- *   -DBROKEN_YIELD_STRANDED  next_task may come back empty-handed while
- *       the yielded list holds tasks (as its next-slot-cap path did when a
- *       thief took the task it had just pushed): the worker parks on them.
  */
 
 #ifndef NW
@@ -105,7 +99,7 @@
 /* who calls notify_one (for the -DWITNESS=<kind> vacuity checks) */
 #define W_OUTSIDE     1   /* schedule() from outside: injector push */
 #define W_PUSH_LOCAL  2   /* push_local */
-#define W_YIELD       3   /* run_task: poll_outcome::yield, publish_yielded */
+#define W_YIELD       3   /* run_task: poll_outcome::yield */
 #define W_CHAIN       4   /* found_work: the last searcher found work */
 #define W_RECHECK     5   /* park: the last searcher's notify_if_work_pending */
 
@@ -223,7 +217,6 @@ inline next_task(me, t, n, w, res) {
      abstracted to a nondeterministic choice) */
   if
   :: atomic { injector > 0 -> injector--; t = 1 }
-  :: yl > 0 -> yl--; t = 1       /* the injector was empty: pop_yielded */
   :: true -> skip
   fi;
 #endif
@@ -246,14 +239,6 @@ inline next_task(me, t, n, w, res) {
         :: else -> pop_injector_batch(me, t, n, w, res)
         fi
      fi
-  fi;
-  /* last: pop_yielded (owner only) */
-  if
-  :: !t && yl > 0 -> yl--; t = 1
-#ifdef BROKEN_YIELD_STRANDED
-  :: !t && yl > 0 -> skip          /* BUG: empty-handed with yielded tasks */
-#endif
-  :: else -> skip
   fi
 }
 
@@ -337,16 +322,9 @@ inline run_task(me, w, res) {
         fi
      :: /* poll_outcome::requeue */
         push_local(me, w, res)
-     :: /* poll_outcome::yield: defer_yielded appends to the worker's own
-           list; if idle_.wants_work() (a relaxed load: any answer) the
-           whole list goes to the injector in one push_batch (seq_cst),
-           then notify_one */
-        yl++;
-        if
-        :: d_step { injector = injector + yl; yl = 0 };
-           notify_one(w, res, W_YIELD)
-        :: true -> skip
-        fi
+     :: /* poll_outcome::yield: injector push (seq_cst), then notify_one */
+        injector++;
+        notify_one(w, res, W_YIELD)
      fi
   :: true -> break
   od;
@@ -441,7 +419,6 @@ inline park(me, srch, w, res) {
 proctype worker(byte me) {
   bit srch = 0;   /* worker::searching */
   bit nxt = 0;    /* worker::next, the LIFO slot (only the owner touches it) */
-  byte yl = 0;    /* worker::yielded, its length (only the owner touches it) */
   bit t = 0;
   byte n, w, res, i, v;
 

@@ -57,11 +57,9 @@ JOB_LIST=(
   "idle-broken-lone-worker|fail|idle.pml|-DBROKEN_LONE_NOT_SEARCHING -DNW=1 -DEXT_ITEMS=1 -DINT_ITEMS=2|-O0|-m100000|assertion violated (pending==0)"
   "idle-broken-stale-token|fail|idle.pml|-DBROKEN_STALE_TOKEN -DSPONTANEOUS=1 -DNW=2 -DEXT_ITEMS=1 -DINT_ITEMS=1|-O0|-m100000|assertion violated (nsleep<2)"
   "idle-broken-no-recheck|fail|idle.pml|-DBROKEN_NO_RECHECK -DNW=3 -DEXT_ITEMS=1 -DINT_ITEMS=0|-O0|-m100000|assertion violated (pending==0)"
-  "idle-broken-yield-stranded|fail|idle.pml|-DBROKEN_YIELD_STRANDED -DNW=2 -DEXT_ITEMS=1 -DINT_ITEMS=1|-O0|-m100000|assertion violated (pending==0)"
   # -- vacuity witnesses: these paths must be reachable ------------------------------------
   "idle-witness-chain-wake|fail|idle.pml|-DWITNESS=W_CHAIN|-O0|-m100000|assertion violated (4!=4)"
   "idle-witness-recheck-wake|fail|idle.pml|-DWITNESS=W_RECHECK|-O0|-m100000|assertion violated (5!=5)"
-  "idle-witness-yield-publish|fail|idle.pml|-DWITNESS=W_YIELD|-O0|-m100000|assertion violated (3!=3)"
   "task-witness-join-wake|fail|task_state.pml|$FIXES -DWITNESS=W_JOIN_WAKE|-O0|-m100000|assertion violated (1!=1)"
   "task-witness-abort-idle|fail|task_state.pml|$FIXES -DWITNESS=W_ABORT_IDLE|-O0|-m100000|assertion violated (2!=2)"
   "task-witness-requeue|fail|task_state.pml|$FIXES -DWITNESS=W_REQUEUE|-O0|-m100000|assertion violated (3!=3)"

@@ -103,13 +103,9 @@ void multi_thread_scheduler::schedule(task_header* t, schedule_kind kind) {
         // relaxed: a statistic.
         else remote_spawns_.fetch_add(1, std::memory_order_relaxed);
     }
-    if (!w) {
+    if (!w || kind == schedule_kind::yield) {
         injector_.push(t);  // seq_cst publish, then the check in notify_one
         notify_one();
-        return;
-    }
-    if (kind == schedule_kind::yield) {
-        defer_yielded(*w, t);
         return;
     }
     if (kind == schedule_kind::requeue) {
@@ -140,34 +136,6 @@ void multi_thread_scheduler::enqueue_local(worker& w, task_header* t) {
         w.counters.overflow_tasks.add(w.queue.push_overflow(t, injector_));
         w.counters.overflows.add();
     }
-}
-
-void multi_thread_scheduler::defer_yielded(worker& w, task_header* t) {
-    t->queue_next = nullptr;
-    if (w.yielded_tail) w.yielded_tail->queue_next = t;
-    else w.yielded_head = t;
-    w.yielded_tail = t;
-    ++w.num_yielded;
-    // A worker searches or sleeps: it wants work now, so make them stealable.
-    if (idle_.wants_work()) publish_yielded(w);
-}
-
-// The whole list to the injector in one batch (seq_cst publish), then the
-// idle protocol's check.
-void multi_thread_scheduler::publish_yielded(worker& w) {
-    injector_.push_batch(w.yielded_head, w.yielded_tail, w.num_yielded);
-    w.yielded_head = w.yielded_tail = nullptr;
-    w.num_yielded = 0;
-    notify_one();
-}
-
-task_header* multi_thread_scheduler::pop_yielded(worker& w) noexcept {
-    task_header* t = w.yielded_head;
-    if (!t) return nullptr;
-    w.yielded_head = t->queue_next;
-    if (!w.yielded_head) w.yielded_tail = nullptr;
-    --w.num_yielded;
-    return t;
 }
 
 void multi_thread_scheduler::stage(worker& w, task_header* t) {
@@ -237,7 +205,6 @@ task_header* multi_thread_scheduler::next_task(worker& w) {
             w.counters.injector_pops.add();
             return t;
         }
-        if (task_header* t = pop_yielded(w)) return t;
     }
     if (w.next) {
         if (w.next_runs < cfg_.max_next_slot_runs) {
@@ -251,15 +218,11 @@ task_header* multi_thread_scheduler::next_task(worker& w) {
         task_header* t = w.queue.pop();
         if (!t) t = pop_injector_batch(w);
         push_local(w, std::exchange(w.next, nullptr));
-        if (t) return t;
-        // A thief may have taken it back off the ring already.
-        if ((t = w.queue.pop())) return t;
-        return pop_yielded(w);
+        return t ? t : w.queue.pop();
     }
     w.next_runs = 0;
     if (task_header* t = w.queue.pop()) return t;
-    if (task_header* t = pop_injector_batch(w)) return t;
-    return pop_yielded(w);
+    return pop_injector_batch(w);
 }
 
 task_header* multi_thread_scheduler::pop_injector_batch(worker& w) {
@@ -316,7 +279,8 @@ void multi_thread_scheduler::run_task(worker& w, task_header* t) {
             push_local(w, t);
             break;
         case poll_outcome::yield:
-            defer_yielded(w, t);
+            injector_.push(t);
+            notify_one();
             break;
     }
 }
@@ -405,10 +369,6 @@ bool multi_thread_scheduler::drain_queues() {
         any = any || w->num_staged != 0;
         w->num_staged = 0;
         while (task_header* t = w->queue.pop()) {
-            destroy_queued(t);
-            any = true;
-        }
-        while (task_header* t = pop_yielded(*w)) {
             destroy_queued(t);
             any = true;
         }

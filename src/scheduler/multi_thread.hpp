@@ -5,8 +5,7 @@
 //                                    occupant is staged, then published to
 //                                    the local ring (see "Staging" below)
 //   woken while running            -> local ring (after the poll)
-//   yield_now                      -> the worker's yielded list (behind
-//                                    all ready work; see "Yielded tasks")
+//   yield_now                      -> injector (behind all ready work)
 //   spawn / wake from elsewhere    -> injector, then wake a sleeper
 // Where a worker looks (worker::next_task, poll_driver_when_dry, search):
 //   every global_queue_interval ticks the injector first (fairness), then
@@ -49,20 +48,6 @@
 //     (by the driver's wakers, or a completion waking its joiner) goes
 //     straight to the ring (schedule() stages only while tls_context.current
 //     names a running task).
-// Yielded tasks. A task that yields (yield_now, or a spent coop budget)
-// goes to the back of an owner-only FIFO list, worker::yielded, threaded
-// through queue_next: no atomic operation, where the injector costs a lock
-// that every yielding worker contends for (yield_many at 2 workers ran 2x
-// slower than at 1, most of the time in futex waits on that lock). The
-// worker takes from the list when its next slot, ring and the injector are
-// empty, and at every global_queue_interval tick (after the injector), so
-// a yielded task still runs behind the ready work but cannot starve behind
-// a ping-pong pair. Like the next slot the list is not stealable, so the
-// whole list moves to the injector (one batch, then notify_one) when a
-// yield finds some worker searching or asleep. A worker runs its list
-// before it looks elsewhere or parks, so nothing waits there while its
-// worker sleeps.
-//
 // No task can be stranded by staging: it belongs to a worker that is awake
 // and running a poll, which publishes it by the end of that poll at the
 // latest. What staging can delay is parallelism, never progress: a worker
@@ -118,10 +103,6 @@ private:
         std::uint32_t ticks_to_injector;  // next injector-first check
         std::uint32_t ticks_to_event;     // next non-blocking driver poll
         std::uint32_t next_runs = 0;
-        // Owner-only FIFO through queue_next; see "Yielded tasks" above.
-        task_header* yielded_head = nullptr;
-        task_header* yielded_tail = nullptr;
-        std::size_t num_yielded = 0;
         bool searching = false;
         std::vector<task_header*> batch;  // injector batch buffer
         worker_counters counters;
@@ -145,9 +126,6 @@ private:
     void stage(worker& w, task_header* t);
     void publish_staged(worker& w, std::uint32_t n);
     task_header* take_ring_top(worker& w, task_header* want) noexcept;
-    void defer_yielded(worker& w, task_header* t);
-    void publish_yielded(worker& w);
-    task_header* pop_yielded(worker& w) noexcept;
     void notify_one();
     void notify_if_work_pending();
     bool drain_queues() override;
