@@ -469,6 +469,40 @@ TEST(Scheduler, StagedTaskIsStolenWhileItsSpawnerKeepsRunning) {
     EXPECT_GE(rt.metrics().total().tasks_stolen, 1u);
 }
 
+// A task that yields must be able to run on an idle worker while its own
+// worker is busy: here the spawner yields (so it is queued in front of its
+// child) and then spins until the child, which keeps yielding, has run 100
+// times. Yields go through the injector, which every worker reads. A
+// worker-local list of yielded tasks (tried on 2026-11-23: much faster for
+// yield_many) must keep this; without moving the list to idle workers it
+// hung here.
+TEST(Scheduler, YieldedTasksReachAnIdleWorkerWhileTheirWorkerIsBusy) {
+    aspen::runtime rt(workers(2));
+    std::atomic<int> progress{0};
+    std::atomic<bool> stop{false};
+    auto another_worker_sleeps = [&] {
+        for (const auto& w : rt.metrics().workers)
+            if (w.parks > w.unparks) return true;
+        return false;
+    };
+    auto child = [&]() -> aspen::task<void> {
+        while (!stop.load(std::memory_order_acquire)) {
+            progress.fetch_add(1, std::memory_order_relaxed);
+            co_await aspen::yield_now();
+        }
+    };
+    auto parent = [&]() -> aspen::task<int> {
+        while (!another_worker_sleeps()) std::this_thread::yield();
+        aspen::join_handle<void> h = aspen::spawn(child());
+        co_await aspen::yield_now();
+        while (progress.load(std::memory_order_relaxed) < 100) std::this_thread::yield();
+        stop.store(true, std::memory_order_release);
+        co_await h;
+        co_return 1;
+    };
+    within(60s, "yielded task reaches an idle worker", [&] { EXPECT_EQ(rt.block_on(parent()), 1); });
+}
+
 // Nothing stays staged once a poll ends: a task that spawns more children
 // than it joins and then suspends leaves them all in the ring, where the
 // run loop finds them (every child runs, exactly once).
