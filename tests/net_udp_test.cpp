@@ -33,6 +33,17 @@ TEST(SocketAddress, ParsesIpv4AndBracketedIpv6) {
         EXPECT_EQ(socket_address::parse(socket_address::parse(t).to_string()).to_string(), t);
 }
 
+TEST(SocketAddress, KnowsLoopbackAddresses) {
+    for (const char* t : {"127.0.0.1:1", "127.255.0.9:1", "[::1]:1", "[::ffff:127.0.0.2]:1"})
+        EXPECT_TRUE(socket_address::parse(t).is_loopback()) << t;
+    for (const char* t : {"128.0.0.1:1", "10.0.0.1:1", "0.0.0.0:1", "[::]:1", "[::2]:1", "[::ffff:10.0.0.1]:1",
+                          "[fe80::1%1]:1"})
+        EXPECT_FALSE(socket_address::parse(t).is_loopback()) << t;
+    EXPECT_TRUE(socket_address::loopback_v4(0).is_loopback());
+    EXPECT_TRUE(socket_address::loopback_v6(0).is_loopback());
+    EXPECT_FALSE(socket_address().is_loopback());
+}
+
 TEST(SocketAddress, BadTextThrowsInvalidArgumentQuotingIt) {
     struct bad_case {
         const char* text;

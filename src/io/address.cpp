@@ -112,6 +112,14 @@ socket_address socket_address::loopback_v6(std::uint16_t port) noexcept {
     return a;
 }
 
+bool socket_address::is_loopback() const noexcept {
+    if (is_v4()) return (ntohl(storage_.v4.sin_addr.s_addr) >> 24) == 127;
+    if (!is_v6()) return false;
+    const in6_addr& a = storage_.v6.sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;
+}
+
 socket_address socket_address::any_v4(std::uint16_t port) noexcept {
     socket_address a;
     a.set_port(port);

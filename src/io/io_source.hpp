@@ -60,6 +60,10 @@ struct io_source {
     std::atomic<bool> busy[2] = {false, false};
     std::atomic<std::uint32_t> refs{1};  // the socket + each operation awaitable
     std::atomic<bool> closed{false};     // the socket object is gone
+    // A stream whose peer has a loopback address (set by connect / accept
+    // before the socket is shared): its sends may make a task of this very
+    // runtime ready, which poll_after_send then harvests on this worker.
+    bool loopback_peer = false;
 };
 
 // Throws the ECANCELED error of an operation whose socket was closed.

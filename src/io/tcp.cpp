@@ -3,6 +3,7 @@
 #include <aspen/net/tcp.hpp>
 
 #include "io/io_source.hpp"
+#include "scheduler/scheduler.hpp"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -23,7 +24,7 @@ bool transfer_awaitable::poll(context& cx) {
     if (exact && done_ == size_) return true;  // nothing (left) to do
     bool reading = kind_ == kind::read || kind_ == kind::read_exact;
     int fd = claim_.src->fd;
-    return detail::drive(claim_, cx, what_, [&] {
+    bool finished = detail::drive(claim_, cx, what_, [&] {
         std::size_t want = size_ - done_;
         ssize_t n = reading ? ::recv(fd, data_ + done_, want, 0) : ::send(fd, data_ + done_, want, MSG_NOSIGNAL);
         if (n < 0) return detail::classify_errno(what_);
@@ -38,14 +39,29 @@ bool transfer_awaitable::poll(context& cx) {
             return drained ? attempt_result::would_block : attempt_result::again;
         return drained ? attempt_result::done_drained : attempt_result::done;
     });
+    // The bytes just sent to a loopback peer are already in its receive
+    // queue; if the peer is a task of this runtime, it is ready now.
+    if (finished && !reading && claim_.src->loopback_peer)
+        if (detail::scheduler* s = detail::current_scheduler()) s->poll_after_send();
+    return finished;
 }
+
+namespace {
+bool is_loopback_peer(const sockaddr_storage& peer, socklen_t len) noexcept {
+    if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6) return false;
+    return socket_address::from_native(reinterpret_cast<const sockaddr*>(&peer), len).is_loopback();
+}
+}  // namespace
 
 bool accept_awaitable::poll(context& cx) {
     int lfd = claim_.src->fd;
     return detail::drive(claim_, cx, what(), [&] {
-        int fd = ::accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        sockaddr_storage peer{};
+        socklen_t len = sizeof peer;
+        int fd = ::accept4(lfd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
             accepted_ = detail::make_io(fd);
+            accepted_.get()->loopback_peer = is_loopback_peer(peer, len);
             return attempt_result::done;
         }
         // The connection died in the queue (or a network error Linux
@@ -75,6 +91,7 @@ connect_awaitable::connect_awaitable(const socket_address& addr, std::optional<c
 void connect_awaitable::start() {
     int fd = detail::open_socket(addr_.family(), SOCK_STREAM, what());
     io_ = detail::make_io(fd);
+    io_.get()->loopback_peer = addr_.is_loopback();
     claim_.attach(io_.get());
     if (::connect(fd, addr_.native(), addr_.native_size()) == 0) {
         connected_ = true;

@@ -330,6 +330,30 @@ task_header* multi_thread_scheduler::poll_driver_when_dry(worker& w) {
     return poll_driver() ? next_task(w) : nullptr;
 }
 
+void multi_thread_scheduler::poll_after_send() {
+    worker* w = this_worker();
+    if (!w || workers_.size() == 1) return;
+    if (w->send_polls_to_skip != 0) {
+        --w->send_polls_to_skip;
+        return;
+    }
+    // Another worker polls: it takes this send's readiness too.
+    if (!try_take_driver()) return;
+    std::size_t delivered = 0;
+    try {
+        delivered = io_driver().io().wait(0);
+    } catch (...) {
+        release_driver();
+        throw;
+    }
+    release_driver();
+    // Nothing was ready: the peer is elsewhere (another process or host).
+    // Look again only after 1, 3, 7, ... 63 more sends, so such a stream
+    // pays at most a syscall every 64 sends.
+    w->send_poll_backoff = delivered ? 0 : std::min<std::uint32_t>(2 * w->send_poll_backoff + 1, 63);
+    w->send_polls_to_skip = w->send_poll_backoff;
+}
+
 bool multi_thread_scheduler::try_take_driver() noexcept {
     // relaxed pre-check: skip the RMW while another worker holds it.
     // acquire: the previous holder's driver state (buffers) becomes ours.

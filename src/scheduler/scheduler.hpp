@@ -70,6 +70,9 @@ public:
     // in its poll. A task's fields other than sched belong to its poller:
     // read only once it is taken.
     virtual task_header* take_local(task_header* want) noexcept = 0;
+    // A stream write just completed on this scheduler's thread: harvest the
+    // readiness it may have caused here (multi_thread.hpp, "Sends").
+    virtual void poll_after_send() {}
     task_registry& registry() noexcept { return registry_; }
     // The runtime's I/O and time driver (timers, sockets).
     driver& io_driver() noexcept { return driver_; }

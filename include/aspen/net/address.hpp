@@ -41,6 +41,8 @@ public:
     bool is_v4() const noexcept { return storage_.v4.sin_family == AF_INET; }
     bool is_v6() const noexcept { return storage_.v6.sin6_family == AF_INET6; }
     int family() const noexcept { return storage_.v4.sin_family; }
+    // 127.0.0.0/8, ::1, or 127.x mapped into IPv6 (::ffff:127.x.y.z).
+    bool is_loopback() const noexcept;
     std::uint16_t port() const noexcept;
     void set_port(std::uint16_t port) noexcept;
     // The address without the port: "127.0.0.1", "::1", "fe80::1%2".
