@@ -534,6 +534,48 @@ TEST(Task, ParametersReleasedAtCompletionWhileHandleLives) {
     EXPECT_EQ(destroyed.load(), 1);
 }
 
+// A finished root whose parameters all have trivial destructors is not
+// destroyed (nothing would run); the promise decides that from the
+// parameter types, and a reference to an incomplete type counts as "not
+// known" (it must compile and be handled the safe way).
+struct incomplete_thing;
+aspen::task<int> through_incomplete(incomplete_thing& thing, int v) {
+    (void)thing;
+    co_return v;
+}
+struct incomplete_thing {
+    std::string text = "has a destructor";
+};
+static_assert(!aspen::detail::known_trivially_destructible<incomplete_thing>);
+static_assert(aspen::detail::known_trivially_destructible<int>);
+
+TEST(Task, FinishedRootsWithAndWithoutTrivialParameters) {
+    std::atomic<long> destroyed{0};
+    aspen::runtime rt(workers(2));
+    incomplete_thing thing;
+    auto body = [&]() -> aspen::task<long> {
+        auto a = aspen::spawn(through_incomplete(thing, 7));
+        auto b = aspen::spawn([](int x, double y) -> aspen::task<long> { co_return x + static_cast<long>(y); }(3, 4.0));
+        auto c = aspen::spawn([](counted cnt, int x) -> aspen::task<long> {
+            (void)cnt;
+            co_return x;
+        }(counted(&destroyed), 11));
+        auto d = aspen::spawn([](int x) -> aspen::task<long> {
+            if (x > 0) throw std::runtime_error("thrown by a task with a trivial parameter");
+            co_return x;
+        }(1));
+        long sum = co_await a + co_await b + co_await c;
+        try {
+            sum += co_await d;
+        } catch (const std::runtime_error&) {
+            sum += 1000;
+        }
+        co_return sum;
+    };
+    EXPECT_EQ(rt.block_on(body()), 7 + 7 + 11 + 1000);
+    EXPECT_EQ(destroyed.load(), 1);  // the counted parameter's copy in the frame
+}
+
 // Results move out of the frame into the task's result slot; a move-only
 // result and a large one come back intact.
 TEST(Task, ResultsSurviveTheFrame) {

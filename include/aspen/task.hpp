@@ -23,9 +23,30 @@ namespace detail {
 // Only a spawned root may use its task_header: clang elides the allocation
 // of a coroutine awaited inline (HALO), so such a frame has no header in
 // front of it. Spawned frames escape into the runtime and are never elided.
+// True when T's destructor certainly does nothing (an incomplete type, e.g.
+// behind a reference parameter, counts as not known).
+template <class T, class = void>
+inline constexpr bool known_trivially_destructible = false;
+template <class T>
+inline constexpr bool known_trivially_destructible<T, std::void_t<decltype(sizeof(T))>> =
+    std::is_trivially_destructible_v<T>;
+
 struct promise_base {
+    promise_base() noexcept = default;
+    // The coroutine's parameters (lvalues of their copies in the frame, or
+    // of what reference parameters refer to): if none has a destructor that
+    // does anything, a finished root's frame holds nothing to destroy.
+    template <class... Params>
+    explicit promise_base(Params&...) noexcept
+        : frame_trivial_at_end((known_trivially_destructible<std::remove_cv_t<Params>> && ...)) {}
+
     std::coroutine_handle<> continuation;
     std::exception_ptr error;
+    // At final suspend, after the outcome has been moved out (the error, the
+    // value): destroying the frame would run no code with an effect (locals
+    // are gone, the promise is empty, parameters have trivial destructors),
+    // so a spawned root skips destroy(); the block is freed with its header.
+    bool frame_trivial_at_end = true;
 
     void unhandled_exception() noexcept {
         // Also reached when a destructor throws while aspen destroys the
@@ -55,6 +76,7 @@ struct promise_base {
             task_header* t = task_header::of_frame(h.address());
             t->error = std::move(h.promise().error);
             h.promise().store_root_result(t);
+            t->frame_destroyed = h.promise().frame_trivial_at_end;
             return on_root_final(t);
         }
         void await_resume() const noexcept {}
@@ -64,6 +86,7 @@ struct promise_base {
 
 template <class T>
 struct promise : promise_base {
+    using promise_base::promise_base;
     std::optional<T> value;
 
     // Reserves the result slot a spawned root moves its value into.
@@ -95,6 +118,7 @@ struct promise : promise_base {
 
 template <>
 struct promise<void> : promise_base {
+    using promise_base::promise_base;
     void store_root_result(task_header*) noexcept {}
     task<void> get_return_object() noexcept;
     void return_void() noexcept {}
