@@ -74,7 +74,8 @@ struct promise_base {
             // (the frame is destroyed at completion): the exception so it
             // can be reported without knowing T, the value into the slot.
             task_header* t = task_header::of_frame(h.address());
-            t->error = std::move(h.promise().error);
+            // (The header's slot starts empty: nothing to assign without one.)
+            if (h.promise().error) t->error = std::move(h.promise().error);
             h.promise().store_root_result(t);
             t->frame_destroyed = h.promise().frame_trivial_at_end;
             return on_root_final(t);
