@@ -145,14 +145,20 @@ void multi_thread_scheduler::stage(worker& w, task_header* t) {
     if (idle_.wants_work()) publish_staged(w, w.num_staged);
 }
 
-// The n oldest staged tasks go to the ring in one batch (what does not fit
-// goes through the overflow path), then one idle-protocol check.
+// The n oldest staged tasks go to the ring in one batch, then one
+// idle-protocol check.
 void multi_thread_scheduler::publish_staged(worker& w, std::uint32_t n) {
-    std::uint32_t pushed = w.queue.push_batch(w.staged.data(), n);
-    w.counters.local_pushes.add(pushed);
-    for (std::uint32_t i = pushed; i < n; ++i) enqueue_local(w, w.staged[i]);
+    push_local_batch(w, w.staged.data(), n);
     std::copy(w.staged.begin() + n, w.staged.begin() + w.num_staged, w.staged.begin());
     w.num_staged -= n;
+}
+
+// ts[0..n), oldest first, into the ring with one CAS (what does not fit
+// goes through the overflow path), then one idle-protocol check.
+void multi_thread_scheduler::push_local_batch(worker& w, task_header* const* ts, std::uint32_t n) {
+    std::uint32_t pushed = w.queue.push_batch(ts, n);
+    w.counters.local_pushes.add(pushed);
+    for (std::uint32_t i = pushed; i < n; ++i) enqueue_local(w, ts[i]);
     notify_one();
 }
 
@@ -232,7 +238,8 @@ task_header* multi_thread_scheduler::pop_injector_batch(worker& w) {
     std::size_t n = injector_.pop_batch(w.batch.data(), want);
     if (n == 0) return nullptr;
     w.counters.injector_pops.add(n);
-    for (std::size_t i = 1; i < n; ++i) push_local(w, w.batch[i]);
+    // The oldest runs now; the rest wait in the ring (one CAS, not one each).
+    if (n > 1) push_local_batch(w, w.batch.data() + 1, static_cast<std::uint32_t>(n - 1));
     return w.batch[0];
 }
 

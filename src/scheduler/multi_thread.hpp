@@ -142,6 +142,7 @@ private:
     void enqueue_local(worker& w, task_header* t);
     void stage(worker& w, task_header* t);
     void publish_staged(worker& w, std::uint32_t n);
+    void push_local_batch(worker& w, task_header* const* ts, std::uint32_t n);
     task_header* take_ring_top(worker& w, task_header* want) noexcept;
     void notify_one();
     void notify_if_work_pending();
