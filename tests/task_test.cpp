@@ -534,10 +534,12 @@ TEST(Task, ParametersReleasedAtCompletionWhileHandleLives) {
     EXPECT_EQ(destroyed.load(), 1);
 }
 
-// A finished root whose parameters all have trivial destructors is not
-// destroyed (nothing would run); the promise decides that from the
-// parameter types, and a reference to an incomplete type counts as "not
-// known" (it must compile and be handled the safe way).
+// A finished root whose frame holds no parameter copy with a destructor is
+// not destroyed (nothing would run). The promise looks at the parameter
+// types and, for the one whose destructor may act, at whether it lives in
+// the frame (a copy) or outside (a reference). An incomplete type counts as
+// "not known" (it must compile and be handled the safe way); a parameter
+// copy with a destructor, or two candidates, get the frame destroyed.
 struct incomplete_thing;
 aspen::task<int> through_incomplete(incomplete_thing& thing, int v) {
     (void)thing;
@@ -560,11 +562,19 @@ TEST(Task, FinishedRootsWithAndWithoutTrivialParameters) {
             (void)cnt;
             co_return x;
         }(counted(&destroyed), 11));
+        auto e = aspen::spawn([](counted c1, const incomplete_thing& ref, counted c2) -> aspen::task<long> {
+            (void)c1;
+            (void)c2;
+            co_return static_cast<long>(ref.text.size());
+        }(counted(&destroyed), thing, counted(&destroyed)));
+        auto f = aspen::spawn([](const std::string& text) -> aspen::task<long> {
+            co_return static_cast<long>(text.size());
+        }(thing.text));
         auto d = aspen::spawn([](int x) -> aspen::task<long> {
             if (x > 0) throw std::runtime_error("thrown by a task with a trivial parameter");
             co_return x;
         }(1));
-        long sum = co_await a + co_await b + co_await c;
+        long sum = co_await a + co_await b + co_await c + co_await e + co_await f;
         try {
             sum += co_await d;
         } catch (const std::runtime_error&) {
@@ -572,8 +582,10 @@ TEST(Task, FinishedRootsWithAndWithoutTrivialParameters) {
         }
         co_return sum;
     };
-    EXPECT_EQ(rt.block_on(body()), 7 + 7 + 11 + 1000);
-    EXPECT_EQ(destroyed.load(), 1);  // the counted parameter's copy in the frame
+    long text = static_cast<long>(thing.text.size());
+    EXPECT_EQ(rt.block_on(body()), 7 + 7 + 11 + text + text + 1000);
+    EXPECT_EQ(destroyed.load(), 3);  // the counted parameters' copies in the frames
+    EXPECT_EQ(thing.text, "has a destructor");  // referenced, never destroyed
 }
 
 // Results move out of the frame into the task's result slot; a move-only

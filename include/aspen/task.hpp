@@ -6,7 +6,9 @@
 
 #include <coroutine>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
+#include <memory>
 #include <new>
 #include <optional>
 #include <stdexcept>
@@ -20,9 +22,6 @@ class task;
 
 namespace detail {
 
-// Only a spawned root may use its task_header: clang elides the allocation
-// of a coroutine awaited inline (HALO), so such a frame has no header in
-// front of it. Spawned frames escape into the runtime and are never elided.
 // True when T's destructor certainly does nothing (an incomplete type, e.g.
 // behind a reference parameter, counts as not known).
 template <class T, class = void>
@@ -31,23 +30,47 @@ template <class T>
 inline constexpr bool known_trivially_destructible<T, std::void_t<decltype(sizeof(T))>> =
     std::is_trivially_destructible_v<T>;
 
+// Only a spawned root may use its task_header: clang elides the allocation
+// of a coroutine awaited inline (HALO), so such a frame has no header in
+// front of it. Spawned frames escape into the runtime and are never elided.
 struct promise_base {
     promise_base() noexcept = default;
-    // The coroutine's parameters (lvalues of their copies in the frame, or
-    // of what reference parameters refer to): if none has a destructor that
-    // does anything, a finished root's frame holds nothing to destroy.
+    // The coroutine's parameters: lvalues of their copies in the frame, or
+    // of the objects that reference parameters (and `*this`, a lambda's
+    // closure) refer to. Notes the one whose destructor may do something.
     template <class... Params>
-    explicit promise_base(Params&...) noexcept
-        : frame_trivial_at_end((known_trivially_destructible<std::remove_cv_t<Params>> && ...)) {}
+    explicit promise_base(Params&... params) noexcept {
+        (note_parameter(std::addressof(params), known_trivially_destructible<std::remove_cv_t<Params>>), ...);
+    }
 
     std::coroutine_handle<> continuation;
     std::exception_ptr error;
-    // At final suspend, after the outcome has been moved out (the error, the
-    // value): destroying the frame would run no code with an effect (locals
-    // are gone, the promise is empty, parameters have trivial destructors),
-    // so a spawned root skips destroy(); the block is freed with its header.
-    bool frame_trivial_at_end = true;
 
+    // At final suspend, once the outcome has been moved out (the error, the
+    // value), destroying a frame would run no code with an effect unless a
+    // parameter copied into it has a destructor: locals are gone and the
+    // promise is empty. A parameter that lives outside the frame was a
+    // reference (the frame holds only the reference). So a spawned root
+    // whose frame holds no such copy skips destroy(); its block is freed
+    // with its header. Two or more candidates: destroyed, to keep it simple.
+    bool nothing_to_destroy(task_header* t) const noexcept {
+        auto p = reinterpret_cast<std::uintptr_t>(nontrivial_parameter_);
+        if (p == 0) return true;
+        if (p == several) return false;
+        auto block = reinterpret_cast<std::uintptr_t>(t);
+        return p < block || p >= block + t->alloc_size;
+    }
+
+private:
+    static constexpr std::uintptr_t several = 1;  // never an object's address
+    void note_parameter(const void* p, bool trivial) noexcept {
+        if (trivial) return;
+        nontrivial_parameter_ = nontrivial_parameter_ ? reinterpret_cast<const void*>(several) : p;
+    }
+    // null: none; `several`: two or more; else the one's address.
+    const void* nontrivial_parameter_ = nullptr;
+
+public:
     void unhandled_exception() noexcept {
         // Also reached when a destructor throws while aspen destroys the
         // frame (abort, shutdown): the frame and this promise are going
@@ -77,7 +100,7 @@ struct promise_base {
             // (The header's slot starts empty: nothing to assign without one.)
             if (h.promise().error) t->error = std::move(h.promise().error);
             h.promise().store_root_result(t);
-            t->frame_destroyed = h.promise().frame_trivial_at_end;
+            t->frame_destroyed = h.promise().nothing_to_destroy(t);
             return on_root_final(t);
         }
         void await_resume() const noexcept {}
