@@ -221,12 +221,18 @@ task_header* multi_thread_scheduler::next_task(worker& w) {
             return std::exchange(w.next, nullptr);
         }
         // Cap reached: other ready work goes first; the next-slot task waits
-        // on top of the ring (it runs right after, keeping locality).
+        // on top of the ring (it runs right after, keeping locality). With
+        // nothing else ready it just runs (a trip through the ring would
+        // only let a thief take it meanwhile).
         w.next_runs = 0;
         task_header* t = w.queue.pop();
         if (!t) t = pop_injector_batch(w);
+        if (!t) {
+            w.counters.next_slot_runs.add();
+            return std::exchange(w.next, nullptr);
+        }
         push_local(w, std::exchange(w.next, nullptr));
-        return t ? t : w.queue.pop();
+        return t;
     }
     w.next_runs = 0;
     if (task_header* t = w.queue.pop()) return t;
