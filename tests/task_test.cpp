@@ -548,6 +548,7 @@ aspen::task<int> through_incomplete(incomplete_thing& thing, int v) {
 struct incomplete_thing {
     std::string text = "has a destructor";
 };
+long twice_of(long x) { return 2 * x; }
 static_assert(!aspen::detail::known_trivially_destructible<incomplete_thing>);
 static_assert(aspen::detail::known_trivially_destructible<int>);
 
@@ -567,9 +568,9 @@ TEST(Task, FinishedRootsWithAndWithoutTrivialParameters) {
             (void)c2;
             co_return static_cast<long>(ref.text.size());
         }(counted(&destroyed), thing, counted(&destroyed)));
-        auto f = aspen::spawn([](const std::string& text) -> aspen::task<long> {
-            co_return static_cast<long>(text.size());
-        }(thing.text));
+        auto f = aspen::spawn([](const std::string& text, long (&twice)(long)) -> aspen::task<long> {
+            co_return twice(static_cast<long>(text.size())) / 2;
+        }(thing.text, twice_of));
         auto d = aspen::spawn([](int x) -> aspen::task<long> {
             if (x > 0) throw std::runtime_error("thrown by a task with a trivial parameter");
             co_return x;

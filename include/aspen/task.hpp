@@ -40,7 +40,7 @@ struct promise_base {
     // closure) refer to. Notes the one whose destructor may do something.
     template <class... Params>
     explicit promise_base(Params&... params) noexcept {
-        (note_parameter(std::addressof(params), known_trivially_destructible<std::remove_cv_t<Params>>), ...);
+        (note_parameter(params), ...);
     }
 
     std::coroutine_handle<> continuation;
@@ -54,7 +54,7 @@ struct promise_base {
     // whose frame holds no such copy skips destroy(); its block is freed
     // with its header. Two or more candidates: destroyed, to keep it simple.
     bool nothing_to_destroy(task_header* t) const noexcept {
-        auto p = reinterpret_cast<std::uintptr_t>(nontrivial_parameter_);
+        std::uintptr_t p = nontrivial_parameter_;
         if (p == 0) return true;
         if (p == several) return false;
         auto block = reinterpret_cast<std::uintptr_t>(t);
@@ -63,12 +63,14 @@ struct promise_base {
 
 private:
     static constexpr std::uintptr_t several = 1;  // never an object's address
-    void note_parameter(const void* p, bool trivial) noexcept {
-        if (trivial) return;
-        nontrivial_parameter_ = nontrivial_parameter_ ? reinterpret_cast<const void*>(several) : p;
+    template <class P>
+    void note_parameter(P& p) noexcept {
+        // A function (a reference to one) has nothing to destroy.
+        if constexpr (!std::is_function_v<P> && !known_trivially_destructible<std::remove_cv_t<P>>)
+            nontrivial_parameter_ = nontrivial_parameter_ ? several : reinterpret_cast<std::uintptr_t>(std::addressof(p));
     }
-    // null: none; `several`: two or more; else the one's address.
-    const void* nontrivial_parameter_ = nullptr;
+    // 0: none; `several`: two or more; else the one's address.
+    std::uintptr_t nontrivial_parameter_ = 0;
 
 public:
     void unhandled_exception() noexcept {
