@@ -17,6 +17,7 @@ worker_metrics& worker_metrics::operator+=(const worker_metrics& o) noexcept {
     failed_steals += o.failed_steals;
     parks += o.parks;
     unparks += o.unparks;
+    send_polls += o.send_polls;
     return *this;
 }
 

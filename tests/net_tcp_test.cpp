@@ -5,9 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <ctime>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -348,6 +354,77 @@ TEST(Tcp, LoopbackReplyRunsOnTheWorkerThatSentTheRequest) {
     }
     std::fprintf(stderr, "messages read on the writer's thread: %zu of %zu\n", stayed, total);
     EXPECT_GT(stayed, total * 2 / 3);
+    // Nearly every send found its peer ready (no pause); some were skipped
+    // because the other worker held the reactor.
+    EXPECT_GT(rt.metrics().total().send_polls, total / 4);
+}
+
+// The same poll when the loopback peer is another process: it finds
+// nothing, so it pauses for 1, 3, 7, ... up to 63 sends (multi_thread.hpp,
+// "Sends"). A forked child echoes one byte at a time over plain blocking
+// sockets, each reply 0.5 ms late; 400 round trips make about a dozen
+// polls (checked by hand: about 400 without the pause). The in-process
+// pairs of the test above poll on nearly every send.
+TEST(Tcp, SendPollsPauseWhenTheLoopbackPeerIsAnotherProcess) {
+    constexpr std::size_t rounds = 400;
+    int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(lfd, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+    ASSERT_EQ(::listen(lfd, 1), 0);
+    ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+    pid_t child = ::fork();  // before any runtime thread exists
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        // Only async-signal-safe calls from here on.
+        // Each reply waits 0.5 ms, so it is not yet there when the sender
+        // polls (even in the slow sanitizer builds): what the poll could
+        // find is only what another process will send later.
+        int c = ::accept(lfd, nullptr, nullptr);
+        char b;
+        timespec pause{0, 500'000};
+        while (c >= 0 && ::read(c, &b, 1) == 1 && ::nanosleep(&pause, nullptr) == 0 && ::write(c, &b, 1) == 1) {
+        }
+        ::_exit(0);
+    }
+    ::close(lfd);
+    socket_address addr = socket_address::from_native(reinterpret_cast<sockaddr*>(&sa), len);
+    std::uint64_t polls = 0;
+    {
+        aspen::runtime rt(aspen_test::workers(2));
+        aspen_test::within(60s, "ping-pong with another process", [&] {
+            rt.block_on([&]() -> task<void> {
+                // Keeps one worker busy without ever returning to it, so it
+                // never parks on the reactor (a parked holder would make
+                // every poll give way, pause or not).
+                std::atomic<bool> done{false};
+                auto busy = aspen::spawn([](std::atomic<bool>& stop) -> task<void> {
+                    while (!stop.load(std::memory_order_relaxed)) std::this_thread::yield();
+                    co_return;
+                }(done));
+                tcp_stream s = co_await tcp_stream::connect(addr);
+                for (std::size_t r = 0; r < rounds; ++r) {
+                    char out = net_test::pattern_byte(0, r, 0), in = 0;
+                    co_await s.write_all(&out, 1);
+                    EXPECT_EQ(co_await s.read_exact(&in, 1), 1u);
+                    EXPECT_EQ(in, out);
+                }
+                s.shutdown(aspen::shutdown_mode::write);
+                done.store(true, std::memory_order_relaxed);
+                co_await busy;
+            }());
+        });
+        polls = rt.metrics().total().send_polls;
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status));
+    std::fprintf(stderr, "polls after %zu sends to another process: %llu\n", rounds,
+                 static_cast<unsigned long long>(polls));
+    EXPECT_LT(polls, rounds / 2);
 }
 
 TEST(TcpMisuse, EmptySocketsAndAwaitingOutsideATaskThrow) {

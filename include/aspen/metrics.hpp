@@ -24,6 +24,8 @@ struct worker_metrics {
     std::uint64_t failed_steals = 0;      // victims tried that gave nothing
     std::uint64_t parks = 0;              // times the worker went to sleep
     std::uint64_t unparks = 0;            // times it woke up
+    std::uint64_t send_polls = 0;         // reactor polls right after a TCP write to a
+                                          // loopback peer (fewer when they find nothing)
 
     worker_metrics& operator+=(const worker_metrics& o) noexcept;
 };

@@ -26,6 +26,7 @@ worker_metrics worker_counters::read() const noexcept {
     m.failed_steals = failed_steals.get();
     m.parks = parks.get();
     m.unparks = unparks.get();
+    m.send_polls = send_polls.get();
     return m;
 }
 
@@ -354,6 +355,7 @@ void multi_thread_scheduler::poll_after_send() {
     }
     // Another worker polls: it takes this send's readiness too.
     if (!try_take_driver()) return;
+    w->counters.send_polls.add();
     std::size_t delivered = 0;
     try {
         delivered = io_driver().io().wait(0);

@@ -84,7 +84,7 @@ namespace aspen::detail {
 
 struct worker_counters {
     counter polls, tasks_spawned, tasks_completed, next_slot_runs, inlined_joins, local_pushes, overflows, overflow_tasks, injector_pops,
-        steal_operations, tasks_stolen, failed_steals, parks, unparks;
+        steal_operations, tasks_stolen, failed_steals, parks, unparks, send_polls;
     worker_metrics read() const noexcept;
 };
 
