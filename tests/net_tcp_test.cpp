@@ -279,12 +279,7 @@ TEST(Tcp, WorkerOutOfLocalWorkPollsTheDriverBeforeParking) {
             tcp_stream client = tcp_stream::from_native(sv[0]);
             auto echo = aspen::spawn(net_test::echo_connection(tcp_stream::from_native(sv[1])));
             std::uint64_t before = rt.metrics().total().parks;
-            for (std::size_t r = 0; r < rounds; ++r) {
-                char out = net_test::pattern_byte(0, r, 0), in = 0;
-                co_await client.write_all(&out, 1);
-                EXPECT_EQ(co_await client.read_exact(&in, 1), 1u);
-                EXPECT_EQ(in, out);
-            }
+            co_await net_test::ping_bytes(client, rounds);
             std::uint64_t parked = rt.metrics().total().parks - before;
             client.shutdown(aspen::shutdown_mode::write);
             co_await echo;
@@ -406,12 +401,7 @@ TEST(Tcp, SendPollsPauseWhenTheLoopbackPeerIsAnotherProcess) {
                     co_return;
                 }(done));
                 tcp_stream s = co_await tcp_stream::connect(addr);
-                for (std::size_t r = 0; r < rounds; ++r) {
-                    char out = net_test::pattern_byte(0, r, 0), in = 0;
-                    co_await s.write_all(&out, 1);
-                    EXPECT_EQ(co_await s.read_exact(&in, 1), 1u);
-                    EXPECT_EQ(in, out);
-                }
+                co_await net_test::ping_bytes(s, rounds);
                 s.shutdown(aspen::shutdown_mode::write);
                 done.store(true, std::memory_order_relaxed);
                 co_await busy;

@@ -62,6 +62,16 @@ inline aspen::task<void> echo_connection(aspen::tcp_stream s) {
     }
 }
 
+// `rounds` one-byte round trips through an echoing peer, each byte checked.
+inline aspen::task<void> ping_bytes(aspen::tcp_stream& s, std::size_t rounds) {
+    for (std::size_t r = 0; r < rounds; ++r) {
+        char out = pattern_byte(0, r, 0), in = 0;
+        co_await s.write_all(&out, 1);
+        EXPECT_EQ(co_await s.read_exact(&in, 1), 1u);
+        EXPECT_EQ(in, out);
+    }
+}
+
 // Accepts `connections` connections and echoes each in its own task.
 inline aspen::task<void> echo_server(aspen::tcp_listener& listener, std::size_t connections) {
     std::vector<aspen::join_handle<void>> conns;

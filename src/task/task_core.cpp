@@ -33,8 +33,9 @@ namespace {
 std::uint64_t refs(std::uint64_t s) noexcept { return s >> state::ref_shift; }
 
 // The last reference is gone. The frame went at completion (the life ref
-// is only dropped by complete(), after it destroyed the frame), so only the
-// block with the header and the result slot is left.
+// is only dropped by complete(), after it destroyed the frame or found
+// nothing in it to destroy), so only the block with the header and the
+// result slot is left.
 void on_last_ref(task_header* t) noexcept {
     assert(t->frame_destroyed);
     free_task_memory(t);
@@ -149,7 +150,8 @@ bool try_complete_exclusive(task_header* t) noexcept {
 void complete(task_header* t, bool handle_is_ours = false) noexcept {
     // Finished normally: its outcome is in the header and the result slot,
     // so the frame goes now, releasing the task's parameters and resources
-    // before anyone learns it completed.
+    // before anyone learns it completed. (A root whose frame holds nothing
+    // to release marked it destroyed at its final suspend: see task.hpp.)
     if (!t->frame_destroyed) {
         t->frame_destroyed = true;
         std::coroutine_handle<>::from_address(t->frame()).destroy();

@@ -129,7 +129,9 @@ struct alignas(16) task_header {
     std::uint16_t reg_shard = 0;
     bool spawned = false;               // root of a spawned task
     bool registered = false;            // in the registry (see registry.hpp)
-    bool frame_destroyed = false;       // coroutine frame already gone (done or cancelled)
+    // Coroutine frame already gone (done or cancelled), or finished with
+    // nothing left in it to destroy (promise_base::nothing_to_destroy).
+    bool frame_destroyed = false;
     bool cancelled_outcome = false;     // destroyed by abort/shutdown before finishing
     bool root_done = false;             // set by the root's final_suspend
     bool yield_requested = false;       // re-queue behind all ready work
