@@ -429,14 +429,7 @@ TEST(CurrentThread, ForeignWake) {
 }
 
 // ---- shutdown ---------------------------------------------------------------------------
-struct counted {
-    std::atomic<long>* n;
-    explicit counted(std::atomic<long>* p) : n(p) {}
-    counted(counted&& o) noexcept : n(std::exchange(o.n, nullptr)) {}
-    ~counted() {
-        if (n) n->fetch_add(1);
-    }
-};
+using aspen_test::counted;
 
 TEST(Shutdown, DestroysPendingTasksRunningDestructors) {
 #ifdef ASPEN_SANITIZED

@@ -12,6 +12,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 namespace aspen_test {
 
@@ -21,6 +22,17 @@ inline aspen::config workers(std::size_t n) {
     c.workers = n;
     return c;
 }
+
+// Adds one to *destroyed when destroyed (a moved-from one does not): a
+// by-value task parameter that proves its frame was destroyed, once.
+struct counted {
+    std::atomic<long>* destroyed;
+    explicit counted(std::atomic<long>* d) : destroyed(d) {}
+    counted(counted&& o) noexcept : destroyed(std::exchange(o.destroyed, nullptr)) {}
+    ~counted() {
+        if (destroyed) destroyed->fetch_add(1);
+    }
+};
 
 // Set once, awaited by one task at a time; reset() re-arms it.
 class signal {

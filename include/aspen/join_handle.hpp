@@ -53,8 +53,10 @@ public:
     }
     bool valid() const noexcept { return bits_ != 0; }
 
-    struct awaiter {
+    struct awaiter : detail::join_leaf {
         join_handle* self;
+
+        explicit awaiter(join_handle* h) noexcept : self(h) {}
         bool await_ready() {
             self->check_awaitable();
             if (detail::is_complete(self->task())) return true;
@@ -62,13 +64,24 @@ public:
             return false;  // await_suspend inlines the child or registers
         }
         std::coroutine_handle<> await_suspend(std::coroutine_handle<> h) noexcept {
+            // Where the child's final suspend looks for a continuation (see
+            // "Adopted" in task_header.hpp).
+            target_continuation = &child_promise().continuation;
             return detail::suspend_on_join(h, this, &poll_thunk, self->task());
         }
-        T await_resume() { return self->take_result(); }
+        T await_resume() {
+            if (!self->task()->adopted) return self->take_result();
+            return self->take_adopted(child_promise());
+        }
 
         static bool poll_thunk(void* me, context& cx) {
-            auto* t = static_cast<awaiter*>(me)->self->task();
+            auto* t = static_cast<awaiter*>(static_cast<detail::join_leaf*>(me))->self->task();
             return !detail::register_join_waker(t, cx.waker());
+        }
+
+    private:
+        detail::promise<T>& child_promise() const noexcept {
+            return std::coroutine_handle<detail::promise<T>>::from_address(self->task()->frame()).promise();
         }
     };
     awaiter operator co_await() & { return awaiter{this}; }
@@ -89,6 +102,42 @@ public:
     detail::task_header* header() const noexcept { return task(); }
 
 private:
+    // The child ran adopted by our awaiter and its final suspend resumed us:
+    // its outcome is still in its frame (see "Adopted" in task_header.hpp).
+    // The value is moved out and the promise emptied first, so that the
+    // frame needs no destroy() when nothing else is in it (promise_base).
+    T take_adopted(detail::promise<T>& p) {
+        if (p.error) [[unlikely]]
+            return rethrow_adopted(p);
+        if constexpr (std::is_void_v<T>) {
+            finish_adopted(p);
+        } else if constexpr (std::is_nothrow_move_constructible_v<T>) {
+            T value = std::move(*p.value);
+            p.value.reset();
+            finish_adopted(p);
+            return value;
+        } else {
+            struct finish {
+                join_handle* self;
+                detail::promise<T>& p;
+                ~finish() {
+                    p.value.reset();
+                    self->finish_adopted(p);
+                }
+            } at_exit{this, p};
+            return std::move(*p.value);
+        }
+    }
+    [[gnu::noinline]] T rethrow_adopted(detail::promise<T>& p) {
+        std::exception_ptr error = std::move(p.error);
+        finish_adopted(p);
+        std::rethrow_exception(std::move(error));
+    }
+    void finish_adopted(detail::promise<T>& p) noexcept {
+        bits_ |= awaited_bit;
+        detail::finish_adopted(task(), p.nothing_to_destroy(task()));
+    }
+
     void check_awaitable() const {
         if (!bits_) throw std::logic_error("aspen::join_handle: awaiting an empty handle (moved-from or detached)");
         if (awaited()) throw std::logic_error("aspen::join_handle: the handle was already awaited");

@@ -144,22 +144,10 @@ bool try_complete_exclusive(task_header* t) noexcept {
     return true;
 }
 
-// RUNNING is ours; the root finished or the frame was destroyed by cancel.
-// Publishes the outcome, wakes the joiner, drops the life and poll refs.
+// complete()'s second half, once the frame is gone and the completion
+// counted: COMPLETE goes into the word, the joiner is woken, refs dropped.
 // `handle_is_ours`: the caller runs t nested in its awaiter's poll.
-void complete(task_header* t, bool handle_is_ours = false) noexcept {
-    // Finished normally: its outcome is in the header and the result slot,
-    // so the frame goes now, releasing the task's parameters and resources
-    // before anyone learns it completed. (A root whose frame holds nothing
-    // to release marked it destroyed at its final suspend: see task.hpp.)
-    if (!t->frame_destroyed) {
-        t->frame_destroyed = true;
-        std::coroutine_handle<>::from_address(t->frame()).destroy();
-    }
-    // Leave the registry first: once the joiner is woken, the task must no
-    // longer count as alive. We hold RUNNING, so no shutdown sweep needs it.
-    if (t->registered) t->sched->registry().remove(t);
-    t->sched->count_completion();
+[[gnu::always_inline]] inline void publish_completion(task_header* t, bool handle_is_ours) noexcept {
     if (handle_is_ours && try_complete_exclusive(t)) return;
     bool report_error = t->error && !t->cancelled_outcome;
     // acq_rel: release publishes the result / frame_destroyed to whoever
@@ -187,9 +175,27 @@ void complete(task_header* t, bool handle_is_ours = false) noexcept {
     ref_dec(t);
 }
 
+// RUNNING is ours; the root finished or the frame was destroyed by cancel.
+// Publishes the outcome, wakes the joiner, drops the life and poll refs.
+void complete(task_header* t, bool handle_is_ours = false) noexcept {
+    // Finished normally: its outcome is in the header and the result slot,
+    // so the frame goes now, releasing the task's parameters and resources
+    // before anyone learns it completed. (A root whose frame holds nothing
+    // to release marked it destroyed at its final suspend: see task.hpp.)
+    if (!t->frame_destroyed) {
+        t->frame_destroyed = true;
+        std::coroutine_handle<>::from_address(t->frame()).destroy();
+    }
+    // Leave the registry first: once the joiner is woken, the task must no
+    // longer count as alive. We hold RUNNING, so no shutdown sweep needs it.
+    if (t->registered) t->sched->registry().remove(t);
+    t->sched->count_completion();
+    publish_completion(t, handle_is_ours);
+}
+
 // RUNNING and CANCELLED are ours: destroy the frame at this suspension
 // point (running every local's destructor), then complete.
-void cancel_running(task_header* t) noexcept {
+[[gnu::noinline]] void cancel_running(task_header* t) noexcept {
     t->frame_destroyed = true;
     t->cancelled_outcome = true;
     task_header* saved = tls_context.current;
@@ -506,6 +512,11 @@ void unwind_inlined(task_header* bottom) noexcept {
     while (tls_context.current != bottom) {
         task_header* child = tls_context.current;
         task_header* joiner = std::exchange(child->inline_parent, nullptr);
+        // An adopted child that suspends is an ordinary nested run from now
+        // on: its completion must go through on_root_final, not back into
+        // the joiner's frame. (The joiner's leaf is still its join leaf.)
+        if (std::exchange(child->adopted, false))
+            *static_cast<join_leaf*>(joiner->leaf)->target_continuation = nullptr;
         if (std::exchange(child->inline_notified, false)) settle_inlined(child);
         poll_outcome o = finish_poll(child);
         if (o == poll_outcome::requeue || o == poll_outcome::yield)
@@ -529,6 +540,23 @@ std::coroutine_handle<> resume_joiner(task_header* joiner) noexcept {
     return joiner->resume_point;
 }
 
+// No local work left: register the join waker (the leaf's poll), unless
+// the target completed meanwhile. Out of line: continue_join's common case
+// is running a task nested, and then needs fewer registers.
+[[gnu::noinline]] std::coroutine_handle<> suspend_joiner(task_header* joiner) noexcept {
+    if (poll_leaf_now(*joiner, joiner->leaf, joiner->leaf_poll)) return resume_joiner(joiner);
+    return std::noop_coroutine();
+}
+
+// Nobody but its joiner can reach t (see "Adopted" in task_header.hpp).
+// t is ours (taken from our queue), so only a waker's drop or abort's
+// CANCELLED could change the word meanwhile; relaxed suffices, as the
+// queue that handed t over ordered everything before.
+bool adoptable(task_header* t) noexcept {
+    constexpr std::uint64_t alone = state::notified | state::join_interest | 3 * state::ref_one;
+    return !t->registered && t->state.load(std::memory_order_relaxed) == alone;
+}
+
 // The current task (joiner) waits for joiner->join_target. Run local work
 // nested in its poll until the target is complete: the target itself when
 // it tops a place of this worker's queue (see take_local), else the newest
@@ -544,13 +572,14 @@ std::coroutine_handle<> continue_join(task_header* joiner) noexcept {
         // Running the target itself is like awaiting a task inline: free.
         // Helping with other work spends budget (take_local).
         task_header* next = s->take_local(target);
-        if (!next) {
-            if (poll_leaf_now(*joiner, joiner->leaf, joiner->leaf_poll)) return resume_joiner(joiner);
-            return std::noop_coroutine();
-        }
+        if (!next) return suspend_joiner(joiner);
         if (!start_inline(next)) continue;  // cancelled while queued: complete now
         next->inline_parent = joiner;
         tls_context.current = next;
+        if (next == target && adoptable(target)) {
+            target->adopted = true;
+            *static_cast<join_leaf*>(joiner->leaf)->target_continuation = joiner->resume_point;
+        }
         return next->resume_point;
     }
 }
@@ -570,7 +599,28 @@ std::coroutine_handle<> on_root_final(task_header* t) noexcept {
     return continue_join(joiner);
 }
 
-std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,
+namespace {
+// Someone else holds a reference (a waker clone): the CAS path. Out of line
+// so that finish_adopted's common case stays small.
+[[gnu::noinline]] void publish_shared_completion(task_header* t) noexcept { publish_completion(t, false); }
+}  // namespace
+
+void finish_adopted(task_header* t, bool nothing_to_destroy) noexcept {
+    task_header* joiner = std::exchange(t->inline_parent, nullptr);
+    t->inline_notified = false;
+    resume_joiner(joiner);
+    tls_context.current = joiner;
+    // The outcome is out of the frame: complete as a nested run does (never
+    // registered, no exception in the header). The block stays with the
+    // handle, which frees it when dropped, so an abort() through the handle
+    // that races with this end still touches live memory.
+    if (!nothing_to_destroy) std::coroutine_handle<>::from_address(t->frame()).destroy();
+    t->frame_destroyed = true;
+    t->sched->count_completion();
+    if (!try_complete_exclusive(t)) publish_shared_completion(t);
+}
+
+std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, join_leaf* leaf, leaf_poll_fn poll,
                                         task_header* child) noexcept {
     task_header* joiner = tls_context.current;
     suspend_on_leaf(h, leaf, poll);

@@ -60,6 +60,23 @@
 //                                                                          CANCELLED may be overwritten
 //   COMPLETE, refs == 1   handle dropped after  (freed, no RMW)            the last ref is the handle's own
 //                         taking the result
+//   adopted (nested, the  root coroutine ends   as an inlined child's end  the frame's final suspend resumes
+//   joiner's target, word                       (plain store if refs == 3) the joiner, which moves the outcome
+//   NOTIFIED|JOIN_INTEREST                                                 out of the frame, destroys the frame,
+//   |3 refs when taken)                                                    then completes it
+//
+// Adopted: a joiner that takes its own target out of this worker's queue
+// (a nested run, as above) points the target's final suspend straight back
+// at itself, as an inline await of a task<T> does. The outcome then needs no
+// result slot, and the end no on_root_final and no second pass through the
+// join loop. Only a target nobody else can reach is adopted: its word is
+// exactly NOTIFIED|JOIN_INTEREST with the refs of its handle, its life and
+// the queue (no waker clone, no registry entry). If the adopted run
+// suspends, the task stops being adopted (unwind_inlined clears its
+// continuation) and finishes as any nested run does. The block stays with
+// the handle either way, so an abort() through it that races with the end
+// touches live memory. The word takes the same steps as in any nested run
+// (the spin model's task-inline-* scenarios).
 //
 // Invariants: RUNNING is held by at most one thread (the CAS that sets it
 // fails for everyone else), and a NOTIFIED task is in at most one queue or
@@ -68,7 +85,8 @@
 // task is in at most one run queue (only the idle->NOTIFIED CAS enqueues);
 // COMPLETE is set once and never cleared; the coroutine frame is destroyed
 // exactly once, by the thread holding RUNNING when the task completes or is
-// cancelled (its result, if any, was moved to the result slot first), so a
+// cancelled (its result, if any, was moved to the result slot or, adopted,
+// taken by the joiner first), so a
 // task's parameters and resources are released when it finishes, not when
 // its handle goes; the memory block itself lives until the last reference.
 // Model: spec/task_state.pml follows these names (bash spec/run.sh).
@@ -136,6 +154,10 @@ struct alignas(16) task_header {
     bool root_done = false;             // set by the root's final_suspend
     bool yield_requested = false;       // re-queue behind all ready work
     bool inline_notified = false;       // run nested under NOTIFIED (start_inline)
+    // Run nested as the target of its joiner's await, which resumes straight
+    // from its final suspend and takes the outcome from the frame (see
+    // "Adopted" above). Stays set once that run finished.
+    bool adopted = false;
 
     void* frame() noexcept { return this + 1; }
     void* result_slot() noexcept { return reinterpret_cast<char*>(this) + result_offset; }
@@ -175,15 +197,26 @@ void spawn_root(scheduler* s, task_header* t);
 // The root coroutine of t finished; returns what to resume next (the joiner
 // that ran t inline, or nothing).
 std::coroutine_handle<> on_root_final(task_header* t) noexcept;
+// The leaf of a joiner suspended on a join: where the target's promise
+// keeps its continuation, for adoption. join_handle's awaiter derives from it.
+struct join_leaf {
+    std::coroutine_handle<>* target_continuation = nullptr;
+};
 // A task suspends on the join leaf of `child` from coroutine h. Instead of
 // suspending at once it runs local work nested in its own poll: the child if
 // it has not started and is the newest entry of this worker's queue (join
 // inlining), else the newest startable task there (help while waiting), one
 // coop-budget unit each, until the child is complete; it really suspends
-// only when no local work is left or the budget is spent. Returns the handle
-// to transfer to.
-std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,
+// only when no local work is left or the budget is spent. A child taken as
+// the target is adopted (see the state table). Returns the handle to
+// transfer to.
+std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, join_leaf* leaf, leaf_poll_fn poll,
                                         task_header* child) noexcept;
+// The adopted child's final suspend resumed its joiner, which has moved the
+// outcome out of the child's frame: the joiner becomes the current task
+// again, and the child completes, its frame destroyed unless
+// `nothing_to_destroy` (promise_base). The handle keeps the block.
+void finish_adopted(task_header* child, bool nothing_to_destroy) noexcept;
 
 void ref_inc(task_header* t) noexcept;
 void ref_dec(task_header* t) noexcept;

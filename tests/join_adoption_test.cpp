@@ -1,0 +1,207 @@
+// Adopted joins (task_header.hpp, "Adopted"): a task that awaits the child it
+// just spawned runs it nested, and the child's final suspend resumes the
+// awaiter directly, which takes the outcome from the child's frame. The
+// header's `adopted` flag tells which way a join went. Every way out of that
+// path is covered: a suspension inside the child, a waker clone that
+// outlives it, an exception, results and parameters with destructors, abort.
+#include "runtime_kinds.hpp"
+
+#include <aspen/aspen.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+namespace {
+
+using aspen_test::any_runtime;
+
+class JoinAdoption : public ::testing::TestWithParam<int> {};
+
+using aspen_test::counted;
+
+aspen::task<int> square(int x) { co_return x* x; }
+
+aspen::task<std::string> spelled(counted c, int n) {
+    (void)c;
+    co_return std::string(static_cast<std::size_t>(n), 'x');  // longer than the small-string buffer
+}
+
+aspen::task<std::unique_ptr<int>> boxed(int x) { co_return std::make_unique<int>(x); }
+
+aspen::task<int> throws_after(int x) {
+    if (x > 0) throw std::runtime_error("thrown by an adopted child");
+    co_return x;
+}
+
+aspen::task<long> fib(int n) {
+    if (n < 2) co_return n;
+    auto h = aspen::spawn(fib(n - 1));
+    long b = co_await fib(n - 2);
+    co_return b + co_await h;
+}
+
+template <class T>
+T run(any_runtime& rt, aspen::task<T> t) {
+    std::optional<T> out;
+    aspen_test::within(std::chrono::seconds(60), "adopted join", [&] { out.emplace(rt->block_on(std::move(t))); });
+    return std::move(*out);
+}
+
+TEST_P(JoinAdoption, TheOutcomeComesFromTheChildsFrame) {
+    any_runtime rt(GetParam());
+    std::atomic<long> destroyed{0};
+    auto body = [&]() -> aspen::task<int> {
+        int failures = 0;
+        auto a = aspen::spawn(square(7));
+        failures += co_await a != 49;
+        failures += !a.header()->adopted;
+        failures += !a.is_finished();
+        a.abort();  // finished: no effect
+        try {
+            (void)co_await a;
+            ++failures;
+        } catch (const std::logic_error&) {
+        }
+        auto b = aspen::spawn(spelled(counted(&destroyed), 100));
+        std::string text = co_await b;
+        failures += text != std::string(100, 'x');
+        failures += !b.header()->adopted;
+        failures += destroyed.load() != 1;  // the parameter's copy, when the frame went
+        auto c = aspen::spawn(boxed(5));
+        auto p = co_await c;
+        failures += !p || *p != 5;
+        auto d = aspen::spawn(throws_after(1));
+        try {
+            (void)co_await d;
+            ++failures;
+        } catch (const std::runtime_error& e) {
+            failures += std::string(e.what()) != "thrown by an adopted child";
+        }
+        failures += !d.header()->adopted;
+        co_return failures;
+    };
+    EXPECT_EQ(run(rt, body()), 0);
+    EXPECT_EQ(destroyed.load(), 1);
+    EXPECT_EQ(rt->metrics().tasks_alive, 0u);
+}
+
+// The nested chains of fib adopt at every level; the count of live tasks
+// returns to zero, so every adopted completion was counted.
+TEST_P(JoinAdoption, DeepChainsOfAdoptedChildren) {
+    any_runtime rt(GetParam());
+    EXPECT_EQ(run(rt, fib(22)), 17711);
+    EXPECT_EQ(rt->metrics().tasks_alive, 0u);
+}
+
+// A child that suspends stops being adopted: it finishes as an ordinary
+// task, its joiner is woken through the join waker, and the outcome comes
+// from the result slot.
+TEST_P(JoinAdoption, AChildThatSuspendsFinishesAsAnOrdinaryTask) {
+    any_runtime rt(GetParam());
+    auto yields = []() -> aspen::task<int> {
+        co_await aspen::yield_now();
+        co_return 3;
+    };
+    std::optional<aspen::waker> parked;
+    std::atomic<bool> registered{false};
+    std::atomic<bool> woken{false};
+    auto waits = [&]() -> aspen::task<int> {
+        co_await aspen::poll_fn([&](aspen::context& cx) -> aspen::poll<int> {
+            if (woken.load()) return aspen::ready(0);
+            if (!registered.load()) {
+                parked.emplace(cx.waker());
+                registered.store(true);
+            }
+            return aspen::pending;
+        });
+        co_return 4;
+    };
+    std::thread waker_thread([&] {
+        while (!registered.load()) std::this_thread::yield();
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        woken.store(true);
+        parked->wake_by_ref();
+    });
+    auto body = [&]() -> aspen::task<int> {
+        int failures = 0;
+        auto a = aspen::spawn(yields());
+        failures += co_await a != 3;
+        failures += a.header()->adopted;
+        auto b = aspen::spawn(waits());
+        failures += co_await b != 4;
+        failures += b.header()->adopted;
+        co_return failures;
+    };
+    EXPECT_EQ(run(rt, body()), 0);
+    waker_thread.join();
+    parked.reset();
+    EXPECT_EQ(rt->metrics().tasks_alive, 0u);
+}
+
+// A waker clone that outlives an adopted child: its end takes the CAS path
+// (the block is freed when the clone and the handle are gone, which ASan
+// checks), and waking the clone afterwards does nothing.
+TEST_P(JoinAdoption, AWakerCloneThatOutlivesTheChildKeepsItsBlock) {
+    any_runtime rt(GetParam());
+    std::optional<aspen::waker> kept;
+    auto keeps_waker = [&]() -> aspen::task<int> {
+        co_return co_await aspen::poll_fn([&](aspen::context& cx) -> aspen::poll<int> {
+            kept.emplace(cx.waker());
+            return aspen::ready(5);
+        });
+    };
+    auto body = [&]() -> aspen::task<int> {
+        int failures = 0;
+        auto h = aspen::spawn(keeps_waker());
+        failures += co_await h != 5;
+        failures += !h.header()->adopted;
+        failures += !h.is_finished();
+        kept->wake();  // the task is complete: a no-op
+        co_return failures;
+    };
+    EXPECT_EQ(run(rt, body()), 0);
+    kept.reset();
+    EXPECT_EQ(rt->metrics().tasks_alive, 0u);
+}
+
+// A sibling aborts the child its joiner runs nested (adopted, until it
+// suspends; or still queued, if the sibling ran first on another worker):
+// the child is destroyed and the await throws task_cancelled.
+TEST_P(JoinAdoption, AbortReachesAChildItsJoinerRunsNested) {
+    any_runtime rt(GetParam());
+    std::atomic<long> destroyed{0};
+    auto forever = [](counted c) -> aspen::task<int> {
+        (void)c;
+        co_await aspen::poll_fn([](aspen::context&) -> aspen::poll<int> { return aspen::pending; });
+        co_return 1;
+    };
+    auto body = [&]() -> aspen::task<int> {
+        auto child = aspen::spawn(forever(counted(&destroyed)));
+        auto aborter = aspen::spawn([](aspen::join_handle<int>* h) -> aspen::task<void> {
+            h->abort();
+            co_return;
+        }(&child));
+        int result = 0;
+        try {
+            result = co_await child;
+        } catch (const aspen::task_cancelled&) {
+            result = -1;
+        }
+        co_await aborter;
+        co_return result;
+    };
+    EXPECT_EQ(run(rt, body()), -1);
+    EXPECT_EQ(destroyed.load(), 1);
+    EXPECT_EQ(rt->metrics().tasks_alive, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Runtimes, JoinAdoption, aspen_test::runtime_kinds, aspen_test::kind_name);
+
+}  // namespace
