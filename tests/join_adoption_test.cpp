@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 namespace {
 
@@ -34,6 +35,16 @@ aspen::task<std::string> spelled(counted c, int n) {
 }
 
 aspen::task<std::unique_ptr<int>> boxed(int x) { co_return std::make_unique<int>(x); }
+
+// A result whose move may throw (not noexcept): the await takes it out of
+// the frame under a guard that still finishes the child.
+struct throwing_move {
+    std::string text;
+    explicit throwing_move(std::string t) : text(std::move(t)) {}
+    throwing_move(throwing_move&& o) noexcept(false) : text(std::move(o.text)) {}
+};
+static_assert(!std::is_nothrow_move_constructible_v<throwing_move>);
+aspen::task<throwing_move> wordy(int n) { co_return throwing_move(std::string(static_cast<std::size_t>(n), 'y')); }
 
 aspen::task<int> throws_after(int x) {
     if (x > 0) throw std::runtime_error("thrown by an adopted child");
@@ -77,6 +88,11 @@ TEST_P(JoinAdoption, TheOutcomeComesFromTheChildsFrame) {
         auto c = aspen::spawn(boxed(5));
         auto p = co_await c;
         failures += !p || *p != 5;
+        failures += !c.header()->adopted;
+        auto w = aspen::spawn(wordy(50));
+        throwing_move moved = co_await w;
+        failures += moved.text != std::string(50, 'y');
+        failures += !w.header()->adopted;
         auto d = aspen::spawn(throws_after(1));
         try {
             (void)co_await d;
