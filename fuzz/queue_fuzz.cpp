@@ -1,7 +1,8 @@
 // libFuzzer target: the run queues against sequential models.
 //
 // Input byte 0 picks the mode:
-//   even: a local_queue program and its interleaving for the stepped harness
+//   even: a local_queue program (push, pop, pop_oldest, push_oldest) and its
+//         interleaving for the stepped harness
 //         (tests/local_queue_harness.hpp): the owner's operations, the
 //         thieves, and then one byte per scheduling decision (which enabled
 //         thread takes the next atomic step; when the bytes run out the
@@ -48,7 +49,7 @@ void fuzz_interleaving(reader in) {
     const std::uint8_t threads = in.next();
     for (int k = 0; k < 1 + threads % 3; ++k) p.steals.push_back(1 + (threads >> (2 + 2 * k)) % 3);
     const int n_ops = 1 + in.next() % 10;
-    for (int i = 0; i < n_ops; ++i) p.owner.push_back(static_cast<owner_op>(in.next() % 3));
+    for (int i = 0; i < n_ops; ++i) p.owner.push_back(static_cast<owner_op>(in.next() % 4));
     const run_result r = run_once(p, [&in](const std::vector<int>& enabled, int prev) {
         if (in.empty()) {
             for (int t : enabled)

@@ -243,8 +243,9 @@ using inspect = aspen::detail::local_queue_inspector<queue>;
 
 // What the threads do. The owner runs `owner` (a push that finds the ring
 // full goes on with push_overflow, as the scheduler does); thief k makes
-// `steals[k]` steal_into calls into its own queue.
-enum class owner_op : std::uint8_t { push, pop, pop_oldest };
+// `steals[k]` steal_into calls into its own queue. A push_oldest (a yield)
+// that is refused goes to the injector, as the scheduler does.
+enum class owner_op : std::uint8_t { push, pop, pop_oldest, push_oldest };
 
 struct program {
     std::uint32_t cap = 4;
@@ -267,7 +268,11 @@ struct coverage {
     std::uint64_t overflow_singles = 0;     // ... pushed one task: steal in progress
     std::uint64_t overflow_room = 0;        // ... found room after all
     std::uint64_t pop_oldest_in_steal = 0;  // pop_oldest between a claim and its release
+    std::uint64_t oldest_pushes = 0;        // push_oldest took effect
+    std::uint64_t oldest_refusals = 0;      // ... refused: full, or a steal in progress
     void add(const coverage& o) {
+        oldest_pushes += o.oldest_pushes;
+        oldest_refusals += o.oldest_refusals;
         steals += o.steals;
         failed_steals += o.failed_steals;
         overflows += o.overflows;
@@ -303,7 +308,7 @@ public:
     void on_load(const void* object);
 
 private:
-    enum class op_kind : std::uint8_t { none, push, push_overflow, pop, pop_oldest, steal };
+    enum class op_kind : std::uint8_t { none, push, push_overflow, pop, pop_oldest, push_oldest, steal };
     struct thread_state {
         op_kind op = op_kind::none;
         node* arg = nullptr;
@@ -410,7 +415,11 @@ inline void after_load(const void* object) {
 inline std::string program::describe() const {
     std::string s = "cap=" + std::to_string(cap) + " dst_cap=" + std::to_string(dst_cap) +
                     " start=" + std::to_string(start_index) + " prefill=" + std::to_string(prefill) + " owner=[";
-    for (owner_op o : owner) s += o == owner_op::push ? "push " : o == owner_op::pop ? "pop " : "pop_oldest ";
+    for (owner_op o : owner)
+        s += o == owner_op::push          ? "push "
+             : o == owner_op::pop         ? "pop "
+             : o == owner_op::push_oldest ? "push_oldest "
+                                          : "pop_oldest ";
     s += "] steals=[";
     for (int n : steals) s += std::to_string(n) + " ";
     return s + "]";
@@ -501,6 +510,11 @@ inline void harness::linearize_owner(thread_state& t) {
             minj_.push_back(t.arg);
             t.expected_n = p_.cap / 2 + 1;
             return;
+        case op_kind::push_oldest:
+            if (occupancy() >= p_.cap) return fail("push_oldest took effect on a full ring");
+            if (claimer_ != -1) return fail("push_oldest took effect while a steal was in progress");
+            mq_.push_front(t.arg);
+            return;
         case op_kind::pop:
             if (mq_.empty()) return fail("pop took effect on an empty queue");
             t.expected = mq_.back();
@@ -576,6 +590,19 @@ inline void harness::owner_body() {
                 ++(moved == 0 ? res_.seen.overflow_room : res_.seen.overflows);
             }
             if (injected_ != minj_) fail("the injector did not get the oldest half plus the new task, in order");
+        } else if (op == owner_op::push_oldest) {
+            node* n = &nodes_[next_node_++];
+            begin(0, op_kind::push_oldest, n);
+            if (q_->push_oldest(n)) {
+                if (!t.linearized) fail("push_oldest returned true without taking effect");
+                ++res_.seen.oldest_pushes;
+                continue;
+            }
+            if (t.linearized || !(t.saw_full || t.saw_other_claim))
+                fail("push_oldest refused with room and no steal in progress");
+            inj.push(n);
+            minj_.push_back(n);
+            ++res_.seen.oldest_refusals;
         } else {
             const bool newest = op == owner_op::pop;
             begin(0, newest ? op_kind::pop : op_kind::pop_oldest, nullptr);
@@ -675,7 +702,8 @@ inline void harness::check_end() {
 inline run_result harness::run(const chooser& choose) {
     active = this;
     const std::size_t threads = 1 + p_.steals.size();
-    const std::size_t pushes = static_cast<std::size_t>(std::count(p_.owner.begin(), p_.owner.end(), owner_op::push));
+    const std::size_t pushes = static_cast<std::size_t>(std::count_if(
+        p_.owner.begin(), p_.owner.end(), [](owner_op o) { return o == owner_op::push || o == owner_op::push_oldest; }));
     nodes_.resize(p_.prefill + pushes);
     for (std::size_t i = 0; i < nodes_.size(); ++i) nodes_[i].id = static_cast<std::uint32_t>(i);
     q_ = std::make_unique<queue>(p_.cap, p_.start_index);

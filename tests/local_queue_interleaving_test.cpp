@@ -68,22 +68,27 @@ std::vector<exhaustive_case> exhaustive_cases() {
         {"overflow_vs_two_thieves", {4, 4, 0, 4, {op::push, op::pop_oldest}, {1, 1}}, 3, 8440},
         {"pop_oldest_inside_a_steal", {4, 4, wrap, 4, {op::pop_oldest, op::pop_oldest, op::push}, {1}}, 5, 4241},
         {"small_thief_queue", {4, 2, 0, 4, {op::pop, op::push, op::push}, {2, 1}}, 2, 2596},
+        {"push_oldest_vs_two_thieves", {4, 4, wrap, 2, {op::push_oldest, op::push_oldest, op::pop, op::push_oldest}, {1, 1}}, 3, 13480},
+        {"push_oldest_into_a_full_ring", {2, 2, 0, 1, {op::push_oldest, op::push_oldest, op::pop_oldest}, {1}}, -1, 1232},
     };
 }
 
 void expect_every_path(const coverage& c) {
     std::printf("  paths: %llu steals (%llu failed), overflows: %llu half, %llu single, %llu room; "
-                "%llu pop_oldest inside a steal\n",
+                "%llu pop_oldest inside a steal; push_oldest: %llu taken, %llu refused\n",
                 static_cast<unsigned long long>(c.steals), static_cast<unsigned long long>(c.failed_steals),
                 static_cast<unsigned long long>(c.overflows), static_cast<unsigned long long>(c.overflow_singles),
                 static_cast<unsigned long long>(c.overflow_room),
-                static_cast<unsigned long long>(c.pop_oldest_in_steal));
+                static_cast<unsigned long long>(c.pop_oldest_in_steal),
+                static_cast<unsigned long long>(c.oldest_pushes), static_cast<unsigned long long>(c.oldest_refusals));
     EXPECT_GT(c.steals, 0u);
     EXPECT_GT(c.failed_steals, 0u);
     EXPECT_GT(c.overflows, 0u);
     EXPECT_GT(c.overflow_singles, 0u);
     EXPECT_GT(c.overflow_room, 0u);
     EXPECT_GT(c.pop_oldest_in_steal, 0u);
+    EXPECT_GT(c.oldest_pushes, 0u);
+    EXPECT_GT(c.oldest_refusals, 0u);
 }
 
 TEST(Interleavings, ExhaustiveWithinPreemptionBound) {
@@ -112,8 +117,8 @@ program random_program(std::mt19937_64& rng) {
     p.prefill = static_cast<std::uint32_t>(rng() % (p.cap + 1));
     const std::size_t n_ops = 2 + rng() % 7;
     for (std::size_t i = 0; i < n_ops; ++i) {
-        const auto r = rng() % 8;
-        p.owner.push_back(r < 4 ? op::push : r < 6 ? op::pop : op::pop_oldest);
+        const auto r = rng() % 9;
+        p.owner.push_back(r < 4 ? op::push : r < 6 ? op::pop : r < 8 ? op::pop_oldest : op::push_oldest);
     }
     const std::size_t thieves = 1 + rng() % 3;
     for (std::size_t i = 0; i < thieves; ++i) p.steals.push_back(1 + static_cast<int>(rng() % 3));

@@ -118,6 +118,33 @@ TEST(LocalQueue, PopIsLifoPopOldestIsFifo) {
     EXPECT_TRUE(q.is_empty());
 }
 
+// A yield: behind every queued task for the owner (pop takes it last,
+// pop_oldest first) and the first a thief takes.
+TEST(LocalQueue, PushOldestGoesBehindEveryTaskAndIsStolenFirst) {
+    auto nodes = make_nodes(6);
+    queue q(4), dst(4);
+    ASSERT_TRUE(q.push(&nodes[0]));
+    ASSERT_TRUE(q.push(&nodes[1]));
+    ASSERT_TRUE(q.push_oldest(&nodes[2]));
+    EXPECT_EQ(q.len(), 3u);
+    EXPECT_EQ(q.pop(), &nodes[1]);
+    EXPECT_EQ(q.pop(), &nodes[0]);
+    EXPECT_EQ(q.pop(), &nodes[2]);
+    EXPECT_TRUE(q.push_oldest(&nodes[3]));  // into an empty ring
+    EXPECT_EQ(q.pop_oldest(), &nodes[3]);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(q.push(&nodes[i]));
+    ASSERT_TRUE(q.push_oldest(&nodes[3]));  // the ring's last free slot
+    EXPECT_FALSE(q.push_oldest(&nodes[4])) << "full: refused";
+    EXPECT_FALSE(q.push(&nodes[4]));
+    std::uint32_t n = 0;
+    EXPECT_EQ(q.steal_into(dst, n), &nodes[0]);  // the oldest two: 3, then 0
+    EXPECT_EQ(n, 2u);
+    EXPECT_EQ(dst.pop(), &nodes[3]);
+    EXPECT_EQ(q.pop(), &nodes[2]);
+    EXPECT_EQ(q.pop(), &nodes[1]);
+    EXPECT_TRUE(q.is_empty());
+}
+
 TEST(LocalQueue, PushFailsWhenFull) {
     auto nodes = make_nodes(5);
     queue q(4);
@@ -284,7 +311,15 @@ void oracle_run(std::uint32_t cap, std::uint32_t dst_cap, std::uint32_t start, s
         const bool fill_phase = (step / 1000) % 2 == 1;
         unsigned op = static_cast<unsigned>(rng() % 100);
         if (fill_phase) op = op < 90 ? 0 : (op < 95 ? 50 : 70);  // push / pop / pop_oldest
-        if (op < 45) {  // push (overflow when full)
+        if (op >= 40 && op < 45) {  // push_oldest (a yield); refused only when full here
+            node* t = &nodes[next_node++];
+            if (q.push_oldest(t)) {
+                ASSERT_LT(oq.size(), cap) << where;
+                oq.push_front(t);
+            } else {
+                ASSERT_EQ(oq.size(), cap) << where;
+            }
+        } else if (op < 45) {  // push (overflow when full)
             node* t = &nodes[next_node++];
             if (q.push(t)) {
                 ASSERT_LT(oq.size(), cap) << where;
@@ -382,6 +417,7 @@ struct concurrent_result {
     std::uint64_t bad_overflows = 0;
     std::uint64_t bad_payloads = 0;
     std::uint64_t overflow_calls[3] = {};
+    std::uint64_t oldest_pushes = 0;
     std::uint32_t max_steal = 0;
 };
 
@@ -393,7 +429,7 @@ concurrent_result run_concurrent(std::uint32_t cap, int thieves, std::uint32_t n
     std::atomic<std::uint64_t> total{0};
     std::atomic<std::uint64_t> bad_steal_sizes{0}, bad_failures{0}, steals{0}, steals_from_thieves{0};
     std::atomic<std::uint32_t> max_steal{0};
-    std::atomic<std::uint64_t> overflow_tasks{0}, bad_overflows{0};
+    std::atomic<std::uint64_t> overflow_tasks{0}, bad_overflows{0}, oldest_pushes{0};
     std::atomic<bool> owner_finished{false};
     std::atomic<std::uint64_t> overflow_calls[3] = {};  // returned 0 / 1 / capacity/2+1
 
@@ -439,7 +475,12 @@ concurrent_result run_concurrent(std::uint32_t cap, int thieves, std::uint32_t n
             if (op < 9) {
                 node* t = &nodes[next++];
                 t->payload = std::uint64_t{t->id} * 3 + 1;
-                if (!owner_q.push(t)) {
+                if (op == 8) {
+                    // A yield: the oldest end, else (full, or a steal in
+                    // progress) the injector, as the scheduler does.
+                    if (owner_q.push_oldest(t)) oldest_pushes.fetch_add(1, std::memory_order_relaxed);
+                    else inj.push(t);
+                } else if (!owner_q.push(t)) {
                     const std::uint32_t moved = owner_q.push_overflow(t, inj);
                     if (moved != 0 && moved != 1 && moved != cap / 2 + 1) bad_overflows.fetch_add(1);
                     overflow_calls[moved == 0 ? 0 : moved == 1 ? 1 : 2].fetch_add(1, std::memory_order_relaxed);
@@ -533,6 +574,7 @@ concurrent_result run_concurrent(std::uint32_t cap, int thieves, std::uint32_t n
     r.bad_payloads = bad_payloads.load();
     for (int i = 0; i < 3; ++i) r.overflow_calls[i] = overflow_calls[i].load();
     r.max_steal = max_steal.load();
+    r.oldest_pushes = oldest_pushes.load();
     EXPECT_TRUE(owner_q.is_empty());
     for (auto& q : thief_q) EXPECT_TRUE(q->is_empty());
     EXPECT_TRUE(inj.is_empty());
@@ -738,6 +780,7 @@ TEST_P(LocalQueueConcurrent, EveryTaskTakenExactlyOnce) {
     EXPECT_EQ(r.bad_failures, 0u) << "failed steal_into left n_taken != 0";
     EXPECT_EQ(r.bad_overflows, 0u) << "push_overflow returned neither 0, 1 nor capacity/2+1";
     EXPECT_GT(r.steals, 0u);
+    EXPECT_GT(r.oldest_pushes, 0u);
     EXPECT_LE(r.max_steal, std::max<std::uint32_t>(1, cap / 2));
     if (!HasFailure()) {
         std::printf(

@@ -505,7 +505,9 @@ TEST(Scheduler, YieldedTasksReachAnIdleWorkerWhileTheirWorkerIsBusy) {
 
 // Nothing stays staged once a poll ends: a task that spawns more children
 // than it joins and then suspends leaves them all in the ring, where the
-// run loop finds them (every child runs, exactly once).
+// run loop finds them (every child runs, exactly once). Nine children: the
+// next slot and the eight places of the ring (no overflow to the injector,
+// which a yield does not wait behind).
 TEST(Scheduler, StagedTasksArePublishedWhenThePollEnds) {
     aspen::config c = workers(1);
     c.local_queue_capacity = 8;  // 4 staging places: the spawns below overflow them
@@ -513,7 +515,7 @@ TEST(Scheduler, StagedTasksArePublishedWhenThePollEnds) {
     std::atomic<int> runs{0};
     auto parent = [&]() -> aspen::task<int> {
         std::vector<aspen::join_handle<void>> hs;
-        for (int i = 0; i < 20; ++i)
+        for (int i = 0; i < 9; ++i)
             hs.push_back(aspen::spawn([](std::atomic<int>* r) -> aspen::task<void> {
                 r->fetch_add(1, std::memory_order_relaxed);
                 co_return;
@@ -523,9 +525,25 @@ TEST(Scheduler, StagedTasksArePublishedWhenThePollEnds) {
         for (auto& h : hs) co_await h;
         co_return seen;
     };
-    EXPECT_EQ(rt.block_on(parent()), 20);  // all ran while the parent waited behind them
-    EXPECT_EQ(runs.load(), 20);
-    EXPECT_GE(rt.metrics().total().local_pushes, 19u);
+    EXPECT_EQ(rt.block_on(parent()), 9);  // all ran while the parent waited behind them
+    EXPECT_EQ(runs.load(), 9);
+    EXPECT_GE(rt.metrics().total().local_pushes, 8u);
+}
+
+// A yield on a worker goes to the oldest end of its own ring (behind its
+// local work, where thieves look first), not through the injector: a
+// thousand yields on one worker pop nothing from the injector but the root.
+TEST(Scheduler, YieldGoesToTheOldestEndOfTheWorkersRing) {
+    aspen::runtime rt(workers(1));
+    auto yielder = []() -> aspen::task<int> {
+        for (int i = 0; i < 1000; ++i) co_await aspen::yield_now();
+        co_return 1000;
+    };
+    const aspen::worker_metrics before = rt.metrics().total();
+    EXPECT_EQ(rt.block_on(yielder()), 1000);
+    const aspen::worker_metrics after = rt.metrics().total();
+    EXPECT_LE(after.injector_pops - before.injector_pops, 1u) << "only block_on's root comes from the injector";
+    EXPECT_GE(after.local_pushes - before.local_pushes, 1000u);
 }
 
 }  // namespace

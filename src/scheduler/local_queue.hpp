@@ -283,6 +283,34 @@ public:
         }
     }
 
+    // Owner only. Pushes at the OLDEST end (behind every queued task: a
+    // yield). Returns false (and does nothing) when the ring is full or a
+    // thief is copying: [steal, head) is claimed, so there is no free slot
+    // just below head. Otherwise steal == head, and the slot at head - 1 is
+    // the last free one before steal (I2), outside [steal, tail): nobody
+    // reads it. The CAS moves steal and head down together, keeping
+    // steal == head (I3: no steal in progress). A thief's claim computed
+    // from the older word fails and re-reads. A retry after a failed CAS
+    // writes slot new_head - 1, which is free by the same argument; the
+    // slot written before is outside [steal, tail) and never read.
+    bool push_oldest(T* t) noexcept {
+        assert(t != nullptr);
+        // acquire: as in push (thieves' releases before our slot write).
+        std::uint64_t w = word_.load(std::memory_order_acquire);
+        for (;;) {
+            const fields f = unpack(w);
+            if (dist(f.steal, f.tail) == cap_ || f.steal != f.head) return false;
+            const std::uint32_t nh = (f.head - 1) & index_mask;
+            // relaxed: published by the CAS below, as in try_push_at.
+            slots_[nh & mask_].store(t, std::memory_order_relaxed);
+            // success seq_cst, failure acquire: as in try_push_at (this is a
+            // push that makes work visible to thieves and to the idle check).
+            if (word_.compare_exchange_weak(w, pack(nh, nh, f.tail), std::memory_order_seq_cst,
+                                            std::memory_order_acquire))
+                return true;
+        }
+    }
+
     // Owner only. Called when push(t) returned false. Moves the oldest half of
     // the ring plus t to the injector in ONE push_batch call (or just t via
     // push when a steal is in progress, or nothing if room appeared).

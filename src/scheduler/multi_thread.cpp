@@ -104,11 +104,12 @@ void multi_thread_scheduler::schedule(task_header* t, schedule_kind kind) {
         // relaxed: a statistic.
         else remote_spawns_.fetch_add(1, std::memory_order_relaxed);
     }
-    if (!w || kind == schedule_kind::yield) {
+    if (!w) {
         injector_.push(t);  // seq_cst publish, then the check in notify_one
         notify_one();
         return;
     }
+    if (kind == schedule_kind::yield) return push_yielded(*w, t);
     if (kind == schedule_kind::requeue) {
         push_local(*w, t);
         return;
@@ -126,6 +127,18 @@ void multi_thread_scheduler::schedule(task_header* t, schedule_kind kind) {
 
 void multi_thread_scheduler::push_local(worker& w, task_header* t) {
     enqueue_local(w, t);
+    notify_one();
+}
+
+// Behind every task of the worker's ring: the worker reaches it after all
+// its other local work, thieves take it first (oldest end), and yields on
+// two workers do not meet at the injector's lock. As in Tokio, tasks that
+// wait in the injector are not ahead of it: they get their turn at the
+// worker's injector check every global_queue_interval ticks (or when the
+// ring runs dry). With the ring full or a thief copying, the injector.
+void multi_thread_scheduler::push_yielded(worker& w, task_header* t) {
+    if (w.queue.push_oldest(t)) w.counters.local_pushes.add();
+    else injector_.push(t);  // seq_cst publish, then the check in notify_one
     notify_one();
 }
 
@@ -295,8 +308,7 @@ void multi_thread_scheduler::run_task(worker& w, task_header* t) {
             push_local(w, t);
             break;
         case poll_outcome::yield:
-            injector_.push(t);
-            notify_one();
+            push_yielded(w, t);
             break;
     }
 }

@@ -5,7 +5,10 @@
 //                                    occupant is staged, then published to
 //                                    the local ring (see "Staging" below)
 //   woken while running            -> local ring (after the poll)
-//   yield_now                      -> injector (behind all ready work)
+//   yield_now / coop budget spent  -> the oldest end of the local ring
+//                                    (behind all local work; the first a
+//                                    thief takes), the injector when the
+//                                    ring is full or a thief is copying
 //   spawn / wake from elsewhere    -> injector, then wake a sleeper
 // Where a worker looks (worker::next_task, poll_driver_when_dry, search):
 //   every global_queue_interval ticks the injector first (fairness), then
@@ -141,6 +144,7 @@ private:
     void push_local(worker& w, task_header* t);
     void enqueue_local(worker& w, task_header* t);
     void stage(worker& w, task_header* t);
+    void push_yielded(worker& w, task_header* t);
     void publish_staged(worker& w, std::uint32_t n);
     void push_local_batch(worker& w, task_header* const* ts, std::uint32_t n);
     task_header* take_ring_top(worker& w, task_header* want) noexcept;
