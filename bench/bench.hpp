@@ -68,6 +68,12 @@ workload mutex_workload();
 // peak-RSS child process in main.cpp).
 std::int64_t aspen_fib(aspen::runtime& rt, int n);
 
+// Resident memory a sleeping task costs: spawns the sleep_many tasks,
+// reads the resident set once every timer is armed, waits until all fired.
+// Meant for a fresh child process (main.cpp), where no earlier workload
+// left freed memory behind for the tasks to reuse. -1 if the count is off.
+std::int64_t sleep_many_resident_bytes_per_task(aspen::runtime& rt);
+
 // Note for workload code: await a send into a named variable, then test it.
 // With g++ 12.2, `if (co_await tx.send(v)) throw ...;` left a coroutine
 // reading uninitialised frame state (valgrind) and hanging or skipping its

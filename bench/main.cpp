@@ -217,49 +217,89 @@ measurement measure(const char* runtime, const workload& w, std::size_t workers,
     return m;
 }
 
-// Runs aspen fib(35) in a child process and returns its peak RSS in KiB
-// (ru_maxrss of the child alone), or nullopt if it failed. Called before the
-// parent starts any thread, so the fork is clean and the child's footprint
-// is not inflated by the parent's benchmark allocations.
-std::optional<long> fib35_peak_rss_kib(std::size_t workers) {
-    constexpr int n = 35;
-    constexpr std::int64_t fib_35 = 9227465;
+// Runs measure(workers) in a child process and returns its result, or
+// nullopt if it failed (the reason is on stderr). Called before the parent
+// starts any thread, so the fork is clean, and the child's memory is its
+// own: not inflated by the parent's benchmark allocations, and with no
+// memory freed by earlier workloads for it to reuse.
+std::optional<long> in_child(const char* what, long (*measure)(std::size_t), std::size_t workers) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+        std::perror("aspen-bench: pipe");
+        return std::nullopt;
+    }
     std::fflush(nullptr);
     const pid_t pid = fork();
     if (pid < 0) {
         std::perror("aspen-bench: fork");
+        close(fds[0]);
+        close(fds[1]);
         return std::nullopt;
     }
     if (pid == 0) {
-        int code = 1;
+        close(fds[0]);
+        long value = -1;
         try {
-            aspen::config cfg;
-            cfg.workers = workers;
-            aspen::runtime rt(cfg);
-            const std::int64_t v = bench::aspen_fib(rt, n);
-            if (v == fib_35)
-                code = 0;
-            else
-                std::fprintf(stderr, "CHECK FAILED: runtime=aspen bench=fib(35) rss child value=%lld expected=%lld\n",
-                             static_cast<long long>(v), static_cast<long long>(fib_35));
+            value = measure(workers);
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "FAILED: aspen fib(35) rss child threw: %s\n", e.what());
+            std::fprintf(stderr, "FAILED: aspen %s child threw: %s\n", what, e.what());
         }
+        const bool sent = value >= 0 && write(fds[1], &value, sizeof value) == static_cast<ssize_t>(sizeof value);
         std::fflush(nullptr);
-        _exit(code);
+        _exit(sent ? 0 : 1);
     }
+    close(fds[1]);
+    long value = -1;
+    const ssize_t got = read(fds[0], &value, sizeof value);
+    close(fds[0]);
     int status = 0;
-    rusage usage{};
-    if (wait4(pid, &status, 0, &usage) != pid) {
-        std::perror("aspen-bench: wait4");
+    if (waitpid(pid, &status, 0) != pid) {
+        std::perror("aspen-bench: waitpid");
         return std::nullopt;
     }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || got != static_cast<ssize_t>(sizeof value)) {
         if (WIFSIGNALED(status))
-            std::fprintf(stderr, "FAILED: aspen fib(35) rss child killed by signal %d\n", WTERMSIG(status));
+            std::fprintf(stderr, "FAILED: aspen %s child killed by signal %d\n", what, WTERMSIG(status));
+        else
+            std::fprintf(stderr, "FAILED: aspen %s child gave no result\n", what);
         return std::nullopt;
     }
+    return value;
+}
+
+aspen::config with_workers(std::size_t workers) {
+    aspen::config cfg;
+    cfg.workers = workers;
+    return cfg;
+}
+
+// Peak RSS in KiB of a process that ran aspen fib(35); -1 if the value
+// is wrong.
+long fib35_peak_rss_kib(std::size_t workers) {
+    constexpr int n = 35;
+    constexpr std::int64_t fib_35 = 9227465;
+    {
+        aspen::runtime rt(with_workers(workers));
+        const std::int64_t v = bench::aspen_fib(rt, n);
+        if (v != fib_35) {
+            std::fprintf(stderr, "CHECK FAILED: runtime=aspen bench=fib(35) rss child value=%lld expected=%lld\n",
+                         static_cast<long long>(v), static_cast<long long>(fib_35));
+            return -1;
+        }
+    }
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
     return usage.ru_maxrss;  // KiB on Linux
+}
+
+// Resident bytes per sleeping task of sleep_many; -1 if not every timer
+// was armed and fired.
+long sleep_many_bytes_per_task(std::size_t workers) {
+    aspen::runtime rt(with_workers(workers));
+    const std::int64_t bytes = bench::sleep_many_resident_bytes_per_task(rt);
+    if (bytes < 0)
+        std::fprintf(stderr, "CHECK FAILED: runtime=aspen bench=sleep_many memory child: a timer was not armed or fired\n");
+    return bytes;
 }
 
 // Runs the Boost.Fiber variant of every workload in `results` that has one,
@@ -409,12 +449,16 @@ int main(int argc, char** argv) {
     };
     const std::size_t max_workers = *std::max_element(opt.workers.begin(), opt.workers.end());
 
-    // First, before any thread exists: the peak-RSS child.
-    bool rss_failed = false;
-    std::optional<long> rss_kib;
+    // First, before any thread exists: the memory children.
+    bool rss_failed = false, sleep_bytes_failed = false;
+    std::optional<long> rss_kib, sleep_bytes;
     if (!opt.csv && selected("fib")) {
-        rss_kib = fib35_peak_rss_kib(max_workers);
+        rss_kib = in_child("fib(35) rss", &fib35_peak_rss_kib, max_workers);
         rss_failed = !rss_kib;
+    }
+    if (!opt.csv && selected("sleep_many")) {
+        sleep_bytes = in_child("sleep_many memory", &sleep_many_bytes_per_task, max_workers);
+        sleep_bytes_failed = !sleep_bytes;
     }
 
     // Then, still before any thread exists: Boost.Fiber, one child process
@@ -464,7 +508,7 @@ int main(int argc, char** argv) {
     for (auto& r : results)
         if (r.w.serial) r.serial = measure("serial", r.w, 1, opt.runs, [&] { return r.w.serial(); });
 
-    bool all_ok = !rss_failed;
+    bool all_ok = !rss_failed && !sleep_bytes_failed;
     for (const auto& r : results) {
         for (const auto& m : r.aspen) all_ok = all_ok && m.ok;
         for (const auto& m : r.tbb) all_ok = all_ok && m.ok;
@@ -526,6 +570,11 @@ int main(int argc, char** argv) {
                     max_workers == 1 ? "" : "s", static_cast<double>(*rss_kib) / 1024.0);
     else if (rss_failed)
         std::printf("aspen fib(35) peak RSS: FAILED (see stderr)\n");
+    if (sleep_bytes)
+        std::printf("aspen sleep_many: %ld bytes of resident memory per sleeping task (child process, %zu worker%s)\n",
+                    *sleep_bytes, max_workers, max_workers == 1 ? "" : "s");
+    else if (sleep_bytes_failed)
+        std::printf("aspen sleep_many memory: FAILED (see stderr)\n");
     for (const auto& [key, line] : notes) std::printf("%s\n", line.c_str());
 
     if (!all_ok) std::printf("\nSOME CHECKS FAILED\n");
