@@ -67,6 +67,7 @@ JOB_LIST=(
   "task-witness-inline-req|fail|task_state.pml|$FIXES -DINLINE=1 -DSOURCES=1 -DWITNESS=W_INLINE_REQ|-O0|-m100000|assertion violated (5!=5)"
   "task-broken-excl-store|fail|task_state.pml|-DBROKEN_EXCL_ANY -DINLINE=1 -DSOURCES=0 -DABORTER=0 -DEARLY_AWAITER=1 -DJOIN_AWAIT=1 -DREPOLL=0 -DYIELDS=0|-O0|-m100000|assertion violated"
   "task-broken-settle|fail|task_state.pml|-DBROKEN_SETTLE -DINLINE=1 -DSOURCES=1 -DABORTER=0 -DEARLY_AWAITER=0 -DJOIN_AWAIT=1 -DREPOLL=0 -DPOLLERS=1 -DYIELDS=1|-O0|-m100000|assertion violated"
+  "task-broken-detach-any|fail|task_state.pml|$FIXES -DBROKEN_DETACH_ANY -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=0 -DJOIN_AWAIT=0 -DYIELDS=0|-O0|-m100000|assertion violated"
   "task-broken-drop-fast|fail|task_state.pml|-DBROKEN_DROP_FAST -DSOURCES=1 -DABORTER=0 -DEARLY_AWAITER=0 -DJOIN_AWAIT=1 -DREPOLL=0 -DYIELDS=0|-O0|-m100000|assertion violated"
   # -- two bugs spin found in src/task/task_core.cpp (fixed there); with the old code restored
   #    spin must still find them, so the model keeps its teeth -----------------------------

@@ -227,6 +227,27 @@ TEST(Task, DetachedExceptionGoesToHandler) {
     EXPECT_EQ(reported.load(), 2);
 }
 
+// A handle detached before its task started (one worker, which runs the
+// spawner) gives up its interest and reference in one CAS; the task's own
+// completion must then report the exception, and free the task (LSan).
+TEST(Task, ExceptionOfATaskDetachedBeforeItStartedGoesToTheHandler) {
+    std::atomic<int> reported{0};
+    aspen::config c = workers(1);
+    c.unhandled_exception_handler = [&](std::exception_ptr) { reported.fetch_add(1); };
+    aspen::runtime rt(c);
+    auto body = [&]() -> aspen::task<int> {
+        for (int i = 0; i < 10; ++i) {
+            aspen::join_handle<void> h = aspen::spawn(throws_logic());
+            EXPECT_FALSE(h.is_finished());
+            h.detach();
+        }
+        while (reported.load() < 10) co_await aspen::yield_now();  // the children run first
+        co_return reported.load();
+    };
+    aspen_test::within(std::chrono::seconds(60), "every detached child reports", [&] { EXPECT_EQ(rt.block_on(body()), 10); });
+    EXPECT_EQ(rt.metrics().tasks_alive, 0u);
+}
+
 TEST(Config, InvalidValuesThrowNamingTheField) {
     auto expect_invalid = [](aspen::config c, const std::string& field) {
         try {

@@ -385,10 +385,20 @@ void drop_join_handle(task_header* t, bool observed) noexcept {
         if (refs(prev) == 1) on_last_ref(t);
         return;
     }
-    // Unobserved: we may have to report its exception, so keep our ref while
+    // Unobserved, the task not complete (a detach right after spawn): its
+    // life ref keeps t alive, and the completer will report an exception
+    // once it sees JOIN_INTEREST gone, so flag and ref go in one CAS, as
+    // above. acq_rel: as below; failure acquire: re-decide on fresh flags.
+    std::uint64_t s = t->state.load(std::memory_order_acquire);
+    while (!(s & state::complete)) {
+        if (t->state.compare_exchange_weak(s, s - state::join_interest - state::ref_one, std::memory_order_acq_rel,
+                                           std::memory_order_acquire))
+            return;
+    }
+    // Complete: we may have to report its exception, so keep our ref while
     // reading t (another holder could free it the moment we dropped it;
     // spec/task_state.pml found that use-after-free). acq_rel: acquire the
-    // outcome when the task is complete.
+    // outcome.
     std::uint64_t prev = t->state.fetch_and(~state::join_interest, std::memory_order_acq_rel);
     if ((prev & state::complete) && t->error && !t->cancelled_outcome) report(t);
     ref_dec(t);

@@ -46,6 +46,8 @@
 //                                                                          poller does at its next turn
 //   RUNNING|CANCELLED     poll starts/returns   COMPLETE                   destroy frame, wake joiner
 //   any                   handle dropped        clear JOIN_INTEREST        report unobserved exception; -1 ref
+//                                                                          (!COMPLETE: flag and ref in one
+//                                                                          CAS; the completer reports)
 //   !COMPLETE, !JOIN_WAKER join registers       |JOIN_WAKER                join_waker now task-owned
 //   JOIN_WAKER            task completes        COMPLETE                   completer wakes join_waker
 //   NOTIFIED, newest in   a joiner inlines it   unchanged (no CAS):        runs nested in the joiner's poll;
