@@ -22,9 +22,10 @@
 // no longer in the queue) but may still be reading out of the ring.
 //
 // Roles:
-//   * the OWNER (one worker thread) calls push, pop, pop_oldest and
-//     push_overflow; it works at the NEWEST end (tail), so fork-join code runs
-//     depth-first (LIFO);
+//   * the OWNER (one worker thread) calls push, pop, pop_oldest, push_oldest
+//     and push_overflow; it works at the NEWEST end (tail), so fork-join code
+//     runs depth-first (LIFO), except that a yield enters at the oldest end
+//     (push_oldest);
 //   * THIEVES (other workers) call steal_into, which takes the OLDEST half
 //     in one claim;
 //   * anyone may call len / is_empty / capacity.
@@ -55,7 +56,9 @@
 //   I4  Only the queue's owner writes its slots (a thief writes into the
 //       slots of its own dst queue in steal_into, i.e. as dst's owner), and
 //       only slots at or beyond `tail` while dist(steal, new tail) stays
-//       <= capacity, so by I2 they are outside [steal, tail).
+//       <= capacity, or (push_oldest) the slot at head - 1 while
+//       steal == head and dist(steal, tail) < capacity; by I2 both are
+//       outside [steal, tail).
 //
 // ============================================================================
 // Operations and their linearization points
@@ -78,6 +81,12 @@
 //                  rewriting the same slot on retry is harmless, and `steal`
 //                  only ever moves forward toward tail, so a capacity check
 //                  made against an older `steal` is conservative.
+//
+//   push_oldest(t) owner. If full or a steal is in progress (steal != head):
+//                  return false. Else write slot[head-1] = t, then CAS
+//                  steal and head both to head-1. Linearizes at the CAS:
+//                  the task enters [head, tail) at its oldest end. A thief's
+//                  claim computed from the older word fails (head moved).
 //
 //   pop()          owner. If head == tail: empty. Else CAS tail-1 and return
 //                  slot[tail-1]. Linearizes at the CAS. After a successful
@@ -143,8 +152,8 @@
 // owner's pop_oldest or push_overflow, each of which then reads slot i). The
 // caller of that one CAS is the task's only consumer: every other operation
 // that had planned to take i computed its CAS from an older word and fails.
-// Index i cannot re-enter [head, tail) except through a new push at tail == i,
-// which stores a new task. pop takes tail-1 only when head < tail, i.e. an
+// Index i cannot re-enter [head, tail) except through a new push at tail == i
+// or a push_oldest at head - 1 == i, each of which stores a new task. pop takes tail-1 only when head < tail, i.e. an
 // index that is still unclaimed; a claim takes [head, head+n) with
 // head+n <= tail, i.e. only indices the owner has not popped.
 //
@@ -154,8 +163,9 @@
 //
 // A thief reads only slots of [steal, head) between its claim and its
 // release. The owner writes only slot[tail] and only when dist(steal, tail)
-// < capacity (I4), so that slot is not in [steal, tail), which contains
-// [steal, head).
+// < capacity, or slot[head-1] only when steal == head (no claim at all) and
+// dist(steal, tail) < capacity (I4), so that slot is not in [steal, tail),
+// which contains [steal, head).
 // The capacity check uses `steal`, NOT `head`: claimed-but-not-yet-copied
 // slots still count as occupied until the thief releases them. The release
 // (thief's CAS, release order) and the owner's acquire load/CAS of the word
