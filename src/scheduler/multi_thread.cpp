@@ -82,6 +82,11 @@ task_header* multi_thread_scheduler::take_local(task_header* want) noexcept {
     return t;
 }
 
+bool multi_thread_scheduler::in_own_next_slot(const task_header* t) const noexcept {
+    const worker* w = this_worker();
+    return w && w->next == t;
+}
+
 task_header* multi_thread_scheduler::take_ring_top(worker& w, task_header* want) noexcept {
     task_header* top = w.queue.peek_newest();
     if (!top || (top != want && !may_help())) return nullptr;

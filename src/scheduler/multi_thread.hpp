@@ -102,6 +102,7 @@ public:
     runtime_metrics metrics() const override;
     std::size_t registry_shard() const noexcept override;
     task_header* take_local(task_header* want) noexcept override;
+    bool in_own_next_slot(const task_header* t) const noexcept override;
     void poll_after_send() override;
 
 private:

@@ -70,6 +70,9 @@ public:
     // in its poll. A task's fields other than sched belong to its poller:
     // read only once it is taken.
     virtual task_header* take_local(task_header* want) noexcept = 0;
+    // True when t sits in the calling thread's own next slot, which no other
+    // thread reads (see drop_join_handle).
+    virtual bool in_own_next_slot(const task_header*) const noexcept { return false; }
     // A stream write just completed on this scheduler's thread: harvest the
     // readiness it may have caused here (multi_thread.hpp, "Sends").
     virtual void poll_after_send() {}

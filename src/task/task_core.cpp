@@ -390,6 +390,18 @@ void drop_join_handle(task_header* t, bool observed) noexcept {
     // once it sees JOIN_INTEREST gone, so flag and ref go in one CAS, as
     // above. acq_rel: as below; failure acquire: re-decide on fresh flags.
     std::uint64_t s = t->state.load(std::memory_order_acquire);
+    // spawn(...).detach(): the task never ran and still sits in this
+    // thread's next slot. Then no other thread knows it: the next slot is
+    // owner-only, an own-thread spawn is not in the registry (!registered),
+    // no waker exists before a first poll (refs: handle, life, queue), and
+    // the handle is this one. Nobody can change the word, so a plain store
+    // does. relaxed: whoever polls t later is this thread, or a thief that
+    // takes it from the ring after this thread's seq_cst push.
+    constexpr std::uint64_t unstarted = state::notified | state::join_interest | 3 * state::ref_one;
+    if (s == unstarted && !t->registered && t->sched->in_own_next_slot(t)) {
+        t->state.store(s - state::join_interest - state::ref_one, std::memory_order_relaxed);
+        return;
+    }
     while (!(s & state::complete)) {
         if (t->state.compare_exchange_weak(s, s - state::join_interest - state::ref_one, std::memory_order_acq_rel,
                                            std::memory_order_acquire))

@@ -47,7 +47,10 @@
 //   RUNNING|CANCELLED     poll starts/returns   COMPLETE                   destroy frame, wake joiner
 //   any                   handle dropped        clear JOIN_INTEREST        report unobserved exception; -1 ref
 //                                                                          (!COMPLETE: flag and ref in one
-//                                                                          CAS; the completer reports)
+//                                                                          CAS; the completer reports. Never
+//                                                                          polled and still in its spawner's
+//                                                                          next slot: a plain store, as no
+//                                                                          other thread knows the task)
 //   !COMPLETE, !JOIN_WAKER join registers       |JOIN_WAKER                join_waker now task-owned
 //   JOIN_WAKER            task completes        COMPLETE                   completer wakes join_waker
 //   NOTIFIED, newest in   a joiner inlines it   unchanged (no CAS):        runs nested in the joiner's poll;
