@@ -228,18 +228,23 @@ TEST(Task, DetachedExceptionGoesToHandler) {
 }
 
 // A handle detached before its task started (one worker, which runs the
-// spawner) gives up its interest and reference in one CAS; the task's own
-// completion must then report the exception, and free the task (LSan).
+// spawner) gives up its interest and reference at once: with a plain store
+// while the task still sits in the next slot (b), with one CAS once a later
+// spawn pushed it out (a). The task's own completion must then report the
+// exception, and free the task (LSan).
 TEST(Task, ExceptionOfATaskDetachedBeforeItStartedGoesToTheHandler) {
     std::atomic<int> reported{0};
     aspen::config c = workers(1);
     c.unhandled_exception_handler = [&](std::exception_ptr) { reported.fetch_add(1); };
     aspen::runtime rt(c);
     auto body = [&]() -> aspen::task<int> {
-        for (int i = 0; i < 10; ++i) {
-            aspen::join_handle<void> h = aspen::spawn(throws_logic());
-            EXPECT_FALSE(h.is_finished());
-            h.detach();
+        for (int i = 0; i < 5; ++i) {
+            aspen::join_handle<void> a = aspen::spawn(throws_logic());
+            aspen::join_handle<void> b = aspen::spawn(throws_logic());
+            EXPECT_FALSE(a.is_finished());
+            EXPECT_FALSE(b.is_finished());
+            a.detach();
+            b.detach();
         }
         while (reported.load() < 10) co_await aspen::yield_now();  // the children run first
         co_return reported.load();

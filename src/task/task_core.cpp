@@ -385,10 +385,9 @@ void drop_join_handle(task_header* t, bool observed) noexcept {
         if (refs(prev) == 1) on_last_ref(t);
         return;
     }
-    // Unobserved, the task not complete (a detach right after spawn): its
-    // life ref keeps t alive, and the completer will report an exception
-    // once it sees JOIN_INTEREST gone, so flag and ref go in one CAS, as
-    // above. acq_rel: as below; failure acquire: re-decide on fresh flags.
+    // Unobserved, the task not complete: its life ref keeps t alive, and
+    // the completer will report an exception once it sees JOIN_INTEREST
+    // gone, so flag and ref go together, as above.
     std::uint64_t s = t->state.load(std::memory_order_acquire);
     // spawn(...).detach(): the task never ran and still sits in this
     // thread's next slot. Then no other thread knows it: the next slot is
@@ -402,6 +401,8 @@ void drop_join_handle(task_header* t, bool observed) noexcept {
         t->state.store(s - state::join_interest - state::ref_one, std::memory_order_relaxed);
         return;
     }
+    // Elsewhere: one CAS, retried while t stays incomplete. acq_rel: as
+    // below; failure acquire: re-decide on fresh flags.
     while (!(s & state::complete)) {
         if (t->state.compare_exchange_weak(s, s - state::join_interest - state::ref_one, std::memory_order_acq_rel,
                                            std::memory_order_acquire))
