@@ -476,9 +476,7 @@ int main(int argc, char** argv) {
     for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) {
         const std::size_t workers = opt.workers[wi];
         {
-            aspen::config cfg;
-            cfg.workers = workers;
-            aspen::runtime rt(cfg);  // once per worker count, reused by every run
+            aspen::runtime rt(with_workers(workers));  // once per worker count, reused by every run
             for (auto& r : results)
                 r.aspen.push_back(measure("aspen", r.w, workers, opt.runs, [&] { return r.w.aspen(rt); }));
         }

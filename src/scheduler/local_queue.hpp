@@ -153,8 +153,9 @@
 // caller of that one CAS is the task's only consumer: every other operation
 // that had planned to take i computed its CAS from an older word and fails.
 // Index i cannot re-enter [head, tail) except through a new push at tail == i
-// or a push_oldest at head - 1 == i, each of which stores a new task. pop takes tail-1 only when head < tail, i.e. an
-// index that is still unclaimed; a claim takes [head, head+n) with
+// or a push_oldest at head - 1 == i, each of which stores a new task. pop
+// takes tail-1 only when head < tail, i.e. an index that is still
+// unclaimed; a claim takes [head, head+n) with
 // head+n <= tail, i.e. only indices the owner has not popped.
 //
 // ============================================================================
@@ -311,13 +312,7 @@ public:
             const fields f = unpack(w);
             if (dist(f.steal, f.tail) == cap_ || f.steal != f.head) return false;
             const std::uint32_t nh = (f.head - 1) & index_mask;
-            // relaxed: published by the CAS below, as in try_push_at.
-            slots_[nh & mask_].store(t, std::memory_order_relaxed);
-            // success seq_cst, failure acquire: as in try_push_at (this is a
-            // push that makes work visible to thieves and to the idle check).
-            if (word_.compare_exchange_weak(w, pack(nh, nh, f.tail), std::memory_order_seq_cst,
-                                            std::memory_order_acquire))
-                return true;
+            if (try_publish(w, nh, t, pack(nh, nh, f.tail))) return true;
         }
     }
 
@@ -548,19 +543,25 @@ private:
     // Ring distance from a to b (how far b is ahead of a), mod 2^21.
     static constexpr std::uint32_t dist(std::uint32_t a, std::uint32_t b) noexcept { return (b - a) & index_mask; }
 
-    // One push attempt from the observed word w (fields f, not full). On
-    // failure w holds the new value.
+    // One push attempt from the observed word w (fields f, not full). The
+    // slot at tail is outside [steal, tail) (capacity check, I2), and steal
+    // only advances, so no thief is reading it even if w is stale.
     bool try_push_at(std::uint64_t& w, const fields& f, T* t) noexcept {
+        return try_publish(w, f.tail, t, pack(f.steal, f.head, f.tail + 1));
+    }
+
+    // Owner: writes t into the slot of ring index `index`, which the caller
+    // showed is outside [steal, tail) (I4), then tries to install the word
+    // `next` that puts the index into [head, tail). On failure w holds the
+    // new value.
+    bool try_publish(std::uint64_t& w, std::uint32_t index, T* t, std::uint64_t next) noexcept {
         // relaxed: only the owner writes slots; the CAS below publishes it.
-        // The slot is outside [steal, tail) (capacity check, I2), and steal
-        // only advances, so no thief is reading it even if w is stale.
-        slots_[f.tail & mask_].store(t, std::memory_order_relaxed);
+        slots_[index & mask_].store(t, std::memory_order_relaxed);
         // success seq_cst: release publishes the slot write to thieves; and
         // the idle protocol's publish-then-check handshake needs the push to
         // be in the single total order with the parker's seq_cst state update.
         // failure acquire: as push's initial load (thief releases).
-        return word_.compare_exchange_weak(w, pack(f.steal, f.head, f.tail + 1), std::memory_order_seq_cst,
-                                           std::memory_order_acquire);
+        return word_.compare_exchange_weak(w, next, std::memory_order_seq_cst, std::memory_order_acquire);
     }
 
 #if defined(ASPEN_TSAN)
