@@ -387,7 +387,8 @@ void drop_join_handle(task_header* t, bool observed) noexcept {
     }
     // Unobserved, the task not complete: its life ref keeps t alive, and
     // the completer will report an exception once it sees JOIN_INTEREST
-    // gone, so flag and ref go together, as above.
+    // gone, so flag and ref go together, as above. acquire: the outcome,
+    // should t turn out complete (the path at the end reads it).
     std::uint64_t s = t->state.load(std::memory_order_acquire);
     // spawn(...).detach(): the task never ran and still sits in this
     // thread's next slot. Then no other thread knows it: the next slot is
