@@ -44,6 +44,12 @@ struct workload {
     // requests/s: `requests` per run.
     std::int64_t (*asio)(asio_pool& pool) = nullptr;
     std::int64_t requests = 0;
+    // "inline": the aspen version with every aspen::spawn replaced by an
+    // inline co_await (nullptr: none). The same coroutine frames, without
+    // the scheduler and on one thread: main.cpp shows what spawning adds
+    // per spawned task, and the best ratio to TBB that free spawns with
+    // perfect scaling could reach.
+    std::int64_t (*aspen_inline)(aspen::runtime& rt) = nullptr;
 };
 
 // The registry: one function per workload file.

@@ -18,6 +18,15 @@ aspen::task<std::int64_t> fib(int n) {
     co_return a + b;
 }
 
+// The same recursion with the spawn replaced by an inline co_await: the
+// coroutine frames without the scheduler (see "inline" in bench.hpp).
+aspen::task<std::int64_t> fib_inline(int n) {
+    if (n < 2) co_return n;
+    std::int64_t a = co_await fib_inline(n - 1);
+    std::int64_t b = co_await fib_inline(n - 2);
+    co_return a + b;
+}
+
 std::int64_t tbb_fib(int n) {
     if (n < 2) return n;
     std::int64_t a = 0;
@@ -32,6 +41,8 @@ std::int64_t serial_fib(int n) { return n < 2 ? n : serial_fib(n - 1) + serial_f
 
 std::int64_t run_aspen(aspen::runtime& rt) { return aspen_fib(rt, fib_n); }
 
+std::int64_t run_aspen_inline(aspen::runtime& rt) { return rt.block_on(fib_inline(fib_n)); }
+
 std::int64_t run_tbb(tbb_arenas& arenas) {
     return arenas.local.execute([] { return tbb_fib(opaque(fib_n)); });
 }
@@ -43,7 +54,9 @@ std::int64_t run_serial() { return serial_fib(opaque(fib_n)); }
 std::int64_t aspen_fib(aspen::runtime& rt, int n) { return rt.block_on(fib(n)); }
 
 workload fib_workload() {
-    return {"fib", std::to_string(fib_n), fib_30, &run_aspen, &run_tbb, &run_serial};
+    workload w{"fib", std::to_string(fib_n), fib_30, &run_aspen, &run_tbb, &run_serial};
+    w.aspen_inline = &run_aspen_inline;
+    return w;
 }
 
 }  // namespace bench

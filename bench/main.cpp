@@ -67,6 +67,10 @@ struct bench_results {
     std::vector<measurement> fiber;
     measurement serial;
     std::vector<measurement> asio;  // network workloads only
+    // At the first worker count: the inline variant (bench.hpp) and how many
+    // tasks one aspen run spawned (the runtime's metrics).
+    measurement inline_floor;
+    double spawns_per_run = 0;
 };
 
 std::vector<workload> all_workloads() {
@@ -431,6 +435,32 @@ void print_network_table(const std::vector<bench_results>& results, const option
     std::printf("\n");
 }
 
+// What spawning costs beyond the coroutine frames: the inline variant's
+// time against aspen's at 1 worker, per spawned task; and the ratio to TBB
+// at the largest worker count that the inline time alone, split perfectly
+// over the workers, would give: no scheduler can beat that bound with
+// these frames.
+void print_spawn_cost(const bench_results& r, const options& opt) {
+    const measurement& floor = r.inline_floor;
+    if (!floor.present || !floor.ok) return;
+    std::printf("aspen %s, every spawn awaited inline instead (the coroutine frames alone, one thread): %.2f ms",
+                r.w.name.c_str(), floor.median_ms);
+    for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) {
+        const measurement& a = r.aspen[wi];
+        if (opt.workers[wi] != 1 || !a.ok || r.spawns_per_run < 1) continue;
+        std::printf("; spawning adds %.1f ns per spawned task at 1 worker (%.0f spawns a run)",
+                    (a.median_ms - floor.median_ms) * 1e6 / r.spawns_per_run, r.spawns_per_run);
+    }
+    for (std::size_t wi = opt.workers.size(); wi-- > 0;) {
+        const measurement& t = r.tbb[wi];
+        if (opt.workers[wi] < 2 || !t.present || !t.ok || t.median_ms <= 0) continue;
+        std::printf("; free spawns and perfect scaling would give %.2fx TBB at %zu workers",
+                    floor.median_ms / static_cast<double>(opt.workers[wi]) / t.median_ms, opt.workers[wi]);
+        break;
+    }
+    std::printf("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -442,7 +472,7 @@ int main(int argc, char** argv) {
     std::vector<bench_results> results;
     for (auto& w : all_workloads()) {
         if (!opt.only.empty() && std::find(opt.only.begin(), opt.only.end(), w.name) == opt.only.end()) continue;
-        results.push_back({std::move(w), {}, {}, {}, {}, {}});
+        results.push_back(bench_results{std::move(w), {}, {}, {}, {}, {}, {}, 0});
     }
     const auto selected = [&](const char* name) {
         return std::any_of(results.begin(), results.end(), [&](const bench_results& r) { return r.w.name == name; });
@@ -477,8 +507,15 @@ int main(int argc, char** argv) {
         const std::size_t workers = opt.workers[wi];
         {
             aspen::runtime rt(with_workers(workers));  // once per worker count, reused by every run
-            for (auto& r : results)
+            for (auto& r : results) {
+                const std::uint64_t spawned = rt.metrics().total().tasks_spawned;
                 r.aspen.push_back(measure("aspen", r.w, workers, opt.runs, [&] { return r.w.aspen(rt); }));
+                if (wi != 0) continue;
+                // measure() made runs + 1 runs (the warm-up too).
+                r.spawns_per_run = static_cast<double>(rt.metrics().total().tasks_spawned - spawned) / (opt.runs + 1);
+                if (r.w.aspen_inline)
+                    r.inline_floor = measure("aspen inline", r.w, workers, opt.runs, [&] { return r.w.aspen_inline(rt); });
+            }
         }
         {
             tbb::task_arena local(static_cast<int>(workers));
@@ -512,7 +549,7 @@ int main(int argc, char** argv) {
         for (const auto& m : r.tbb) all_ok = all_ok && m.ok;
         for (const auto& m : r.asio) all_ok = all_ok && m.ok;
         for (const auto& m : r.fiber) all_ok = all_ok && m.ok;
-        all_ok = all_ok && r.serial.ok;
+        all_ok = all_ok && r.serial.ok && r.inline_floor.ok;
     }
 
     if (opt.csv) {
@@ -563,6 +600,7 @@ int main(int argc, char** argv) {
             std::printf("aspen fib(%s) speed-up 1 -> 2 workers: %.2fx (median %.2f ms -> %.2f ms)\n",
                         r.w.param.c_str(), one->median_ms / two->median_ms, one->median_ms, two->median_ms);
     }
+    for (const auto& r : results) print_spawn_cost(r, opt);
     if (rss_kib)
         std::printf("aspen fib(35) peak RSS (child process, %zu worker%s): %.1f MB\n", max_workers,
                     max_workers == 1 ? "" : "s", static_cast<double>(*rss_kib) / 1024.0);

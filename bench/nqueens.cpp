@@ -39,6 +39,20 @@ aspen::task<std::int64_t> solve(board b, int row, int n) {
     co_return total;
 }
 
+// The same search with every spawn replaced by an inline co_await (see
+// "inline" in bench.hpp).
+aspen::task<std::int64_t> solve_inline(board b, int row, int n) {
+    if (row == n) co_return 1;
+    std::int64_t total = 0;
+    for (int col = 0; col < n; ++col) {
+        if (!safe(b, row, col)) continue;
+        board next = b;
+        next[row] = static_cast<char>(col);
+        total += co_await solve_inline(next, row + 1, n);
+    }
+    co_return total;
+}
+
 std::int64_t tbb_solve(board b, int row, int n) {
     if (row == n) return 1;
     std::array<std::int64_t, max_n> results{};
@@ -69,6 +83,8 @@ std::int64_t serial_solve(board b, int row, int n) {
 
 std::int64_t run_aspen(aspen::runtime& rt) { return rt.block_on(solve(board{}, 0, queens)); }
 
+std::int64_t run_aspen_inline(aspen::runtime& rt) { return rt.block_on(solve_inline(board{}, 0, queens)); }
+
 std::int64_t run_tbb(tbb_arenas& arenas) {
     return arenas.local.execute([] { return tbb_solve(board{}, 0, opaque(queens)); });
 }
@@ -78,7 +94,9 @@ std::int64_t run_serial() { return serial_solve(board{}, 0, opaque(queens)); }
 }  // namespace
 
 workload nqueens_workload() {
-    return {"nqueens", std::to_string(queens), solutions_12, &run_aspen, &run_tbb, &run_serial};
+    workload w{"nqueens", std::to_string(queens), solutions_12, &run_aspen, &run_tbb, &run_serial};
+    w.aspen_inline = &run_aspen_inline;
+    return w;
 }
 
 }  // namespace bench

@@ -25,6 +25,16 @@ aspen::task<std::int64_t> skynet(std::int64_t offset, std::int64_t size) {
     co_return sum;
 }
 
+// The same tree with every spawn replaced by an inline co_await (see
+// "inline" in bench.hpp).
+aspen::task<std::int64_t> skynet_inline(std::int64_t offset, std::int64_t size) {
+    if (size == 1) co_return offset;
+    const std::int64_t step = size / fan_out;
+    std::int64_t sum = 0;
+    for (std::int64_t i = 0; i < fan_out; ++i) sum += co_await skynet_inline(offset + i * step, step);
+    co_return sum;
+}
+
 std::int64_t tbb_skynet(std::int64_t offset, std::int64_t size) {
     if (size == 1) return offset;
     const std::int64_t step = size / fan_out;
@@ -48,6 +58,8 @@ std::int64_t serial_skynet(std::int64_t offset, std::int64_t size) {
 
 std::int64_t run_aspen(aspen::runtime& rt) { return rt.block_on(skynet(0, leaves)); }
 
+std::int64_t run_aspen_inline(aspen::runtime& rt) { return rt.block_on(skynet_inline(0, leaves)); }
+
 std::int64_t run_tbb(tbb_arenas& arenas) {
     // The root is a task too, as in the aspen version (block_on spawns it).
     return arenas.local.execute([] {
@@ -64,7 +76,9 @@ std::int64_t run_serial() { return serial_skynet(0, opaque(leaves)); }
 }  // namespace
 
 workload skynet_workload() {
-    return {"skynet", std::to_string(leaves), expected_sum, &run_aspen, &run_tbb, &run_serial};
+    workload w{"skynet", std::to_string(leaves), expected_sum, &run_aspen, &run_tbb, &run_serial};
+    w.aspen_inline = &run_aspen_inline;
+    return w;
 }
 
 }  // namespace bench
