@@ -67,8 +67,9 @@ struct bench_results {
     std::vector<measurement> fiber;
     measurement serial;
     std::vector<measurement> asio;  // network workloads only
-    // At the first worker count: the inline variant (bench.hpp) and how many
-    // tasks one aspen run spawned (the runtime's metrics).
+    // At the first worker count, in the readable output only (and only if
+    // aspen's runs there succeeded): the inline variant (bench.hpp) and how
+    // many tasks one aspen run spawned (the runtime's metrics).
     measurement inline_floor;
     double spawns_per_run = 0;
 };
@@ -510,7 +511,7 @@ int main(int argc, char** argv) {
             for (auto& r : results) {
                 const std::uint64_t spawned = rt.metrics().total().tasks_spawned;
                 r.aspen.push_back(measure("aspen", r.w, workers, opt.runs, [&] { return r.w.aspen(rt); }));
-                if (wi != 0) continue;
+                if (wi != 0 || opt.csv || !r.aspen.back().ok) continue;
                 // measure() made runs + 1 runs (the warm-up too).
                 r.spawns_per_run = static_cast<double>(rt.metrics().total().tasks_spawned - spawned) / (opt.runs + 1);
                 if (r.w.aspen_inline)
