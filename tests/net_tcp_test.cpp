@@ -84,13 +84,7 @@ TEST(Tcp, EchoOverIpv6) {
 }
 
 // A connected pair (client, server side) on 127.0.0.1.
-task<std::pair<tcp_stream, tcp_stream>> connected_pair() {
-    tcp_listener l = tcp_listener::bind(socket_address::loopback_v4(0));
-    auto accepted = aspen::spawn([](tcp_listener& l) -> task<tcp_stream> { co_return co_await l.accept(); }(l));
-    tcp_stream client = co_await tcp_stream::connect(l.local_addr());
-    tcp_stream server = co_await accepted;
-    co_return std::pair{std::move(client), std::move(server)};
-}
+using net_test::connected_pair;
 
 TEST(Tcp, HalfCloseReadingAfterEofAndShortReadExact) {
     aspen::runtime rt(aspen_test::workers(2));

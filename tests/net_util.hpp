@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace net_test {
@@ -99,6 +100,16 @@ inline aspen::task<std::uint64_t> echo_client(aspen::socket_address addr, std::s
     char c;
     if (co_await s.read(&c, 1) != 0) throw std::runtime_error("expected end of stream");
     co_return checked;
+}
+
+// A connected TCP pair over 127.0.0.1: {client, server}.
+inline aspen::task<std::pair<aspen::tcp_stream, aspen::tcp_stream>> connected_pair() {
+    aspen::tcp_listener l = aspen::tcp_listener::bind(aspen::socket_address::loopback_v4(0));
+    auto accepted =
+        aspen::spawn([](aspen::tcp_listener& l) -> aspen::task<aspen::tcp_stream> { co_return co_await l.accept(); }(l));
+    aspen::tcp_stream client = co_await aspen::tcp_stream::connect(l.local_addr());
+    aspen::tcp_stream server = co_await accepted;
+    co_return std::pair{std::move(client), std::move(server)};
 }
 
 }  // namespace net_test

@@ -53,16 +53,25 @@ void io_close(io_source* s) noexcept {
     // release: an operation that reads `closed` with acquire sees the
     // socket's last writes. Then wake the waiters (they throw ECANCELED);
     // see "lifetime" in io_source.hpp for why none is missed.
-    s->closed.store(true, std::memory_order_release);
+    s->closed[0].store(true, std::memory_order_release);
+    s->closed[1].store(true, std::memory_order_release);
+    reactor::wake_waiters(s->reg);
+    io_release(s);
+}
+
+void io_close_side(io_source* s, bool write) noexcept {
+    if (!s) return;
+    // release: as in io_close, for this direction only.
+    s->closed[write].store(true, std::memory_order_release);
     reactor::wake_waiters(s->reg);
     io_release(s);
 }
 
 int io_fd(const io_source* s) noexcept { return s ? s->fd : -1; }
 
-io_source* io_handle::require(const char* what) const {
-    if (!s_) throw std::logic_error(std::string(what) + ": the socket is empty (moved from or default-constructed)");
-    return s_;
+io_source* io_require(io_source* s, const char* what) {
+    if (!s) throw std::logic_error(std::string(what) + ": the socket is empty (moved from, split or default-constructed)");
+    return s;
 }
 
 void begin_op(io_claim& c, const char* what) {

@@ -27,6 +27,10 @@
 // `closed` before taking the wakers under the registration's mutex; an
 // operation stores its waker under that mutex and re-checks `closed` after,
 // so either the closer finds the waker or the operation sees the flag.
+// A stream split into halves (tcp_stream::into_split) has one owner per
+// direction: a half that goes sets only its direction's flag, so only that
+// direction's operations throw; the wake reaches both waiters, and the other
+// direction's operation, finding its flag clear, just waits again.
 #pragma once
 
 #include "io/driver.hpp"
@@ -59,7 +63,9 @@ struct io_source {
     // busy[0]: the read slot is claimed; busy[1]: the write slot.
     std::atomic<bool> busy[2] = {false, false};
     std::atomic<std::uint32_t> refs{1};  // the socket + each operation awaitable
-    std::atomic<bool> closed{false};     // the socket object is gone
+    // closed[0]: the owner of the read side is gone; closed[1]: of the write
+    // side. The socket object owns both; a split half owns one.
+    std::atomic<bool> closed[2] = {false, false};
     // A stream whose peer has a loopback address (set by connect / accept
     // before the socket is shared): its sends may make a task of this very
     // runtime ready, which poll_after_send then harvests on this worker.
@@ -68,9 +74,10 @@ struct io_source {
 
 // Throws the ECANCELED error of an operation whose socket was closed.
 [[noreturn]] void throw_closed(const char* what);
-inline bool is_closed(const io_source& s) noexcept {
-    // acquire: pairs with io_close's release store (see "lifetime" above).
-    return s.closed.load(std::memory_order_acquire);
+inline bool is_closed(const io_source& s, bool write) noexcept {
+    // acquire: pairs with io_close's / io_close_side's release store (see
+    // "lifetime" above).
+    return s.closed[write].load(std::memory_order_acquire);
 }
 
 // Takes ownership of fd (closes it if the allocation throws).
@@ -107,11 +114,11 @@ bool drive(io_claim& c, context& cx, const char* what, Attempt&& attempt) {
     direction d = c.write ? direction::write : direction::read;
     try {
         for (;;) {
-            if (is_closed(s)) throw_closed(what);
+            if (is_closed(s, c.write)) throw_closed(what);
             ready_event ev = r.poll_ready(s.reg, d, cx.waker());
             if (!ev) {
                 // After the waker store: see "lifetime" above.
-                if (is_closed(s)) throw_closed(what);
+                if (is_closed(s, c.write)) throw_closed(what);
                 return false;
             }
             switch (attempt()) {

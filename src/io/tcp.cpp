@@ -142,18 +142,28 @@ void tcp_stream::shutdown(shutdown_mode how) {
         detail::throw_errno(errno, "aspen::tcp_stream::shutdown");
 }
 
-void tcp_stream::set_nodelay(bool on) {
+namespace {
+void set_nodelay_of(int fd, bool on, const char* what) {
     int v = on ? 1 : 0;
-    if (::setsockopt(io_.require("aspen::tcp_stream::set_nodelay")->fd, IPPROTO_TCP, TCP_NODELAY, &v, sizeof v) != 0)
-        detail::throw_errno(errno, "aspen::tcp_stream::set_nodelay");
+    if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, sizeof v) != 0) detail::throw_errno(errno, what);
+}
+
+bool nodelay_of(int fd, const char* what) {
+    int v = 0;
+    socklen_t len = sizeof v;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) != 0) detail::throw_errno(errno, what);
+    return v != 0;
+}
+}  // namespace
+
+void tcp_stream::set_nodelay(bool on) {
+    const char* what = "aspen::tcp_stream::set_nodelay";
+    set_nodelay_of(io_.require(what)->fd, on, what);
 }
 
 bool tcp_stream::nodelay() const {
-    int v = 0;
-    socklen_t len = sizeof v;
-    if (::getsockopt(io_.require("aspen::tcp_stream::nodelay")->fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) != 0)
-        detail::throw_errno(errno, "aspen::tcp_stream::nodelay");
-    return v != 0;
+    const char* what = "aspen::tcp_stream::nodelay";
+    return nodelay_of(io_.require(what)->fd, what);
 }
 
 socket_address tcp_stream::local_addr() const {
@@ -165,6 +175,57 @@ socket_address tcp_stream::peer_addr() const {
     const char* what = "aspen::tcp_stream::peer_addr";
     return detail::peer_address(io_.require(what)->fd, what);
 }
+
+std::pair<tcp_read_half, tcp_write_half> tcp_stream::into_split() && {
+    detail::io_source* s = io_.require("aspen::tcp_stream::into_split");
+    // The stream's reference becomes the read half's; the write half takes
+    // one more. Operations already in progress keep their own.
+    detail::io_retain(s);
+    io_.release();
+    return {tcp_read_half(s), tcp_write_half(s)};
+}
+
+socket_address detail::stream_half::local_addr() const {
+    const char* what = io_.write_side() ? "aspen::tcp_write_half::local_addr" : "aspen::tcp_read_half::local_addr";
+    return detail::local_address(io_.require(what)->fd, what);
+}
+
+socket_address detail::stream_half::peer_addr() const {
+    const char* what = io_.write_side() ? "aspen::tcp_write_half::peer_addr" : "aspen::tcp_read_half::peer_addr";
+    return detail::peer_address(io_.require(what)->fd, what);
+}
+
+// Errors do not matter here: ENOTCONN only says the connection is already
+// gone, which is what the peer is to learn.
+void tcp_write_half::shut_write_quietly() noexcept {
+    if (io_) ::shutdown(io_.fd(), SHUT_WR);
+}
+
+tcp_write_half::~tcp_write_half() { shut_write_quietly(); }
+
+tcp_write_half& tcp_write_half::operator=(tcp_write_half&& other) noexcept {
+    if (this != &other) {
+        shut_write_quietly();
+        io_ = std::move(other.io_);
+    }
+    return *this;
+}
+
+void tcp_write_half::shutdown() {
+    const char* what = "aspen::tcp_write_half::shutdown";
+    if (::shutdown(io_.require(what)->fd, SHUT_WR) != 0) detail::throw_errno(errno, what);
+}
+
+void tcp_write_half::set_nodelay(bool on) {
+    const char* what = "aspen::tcp_write_half::set_nodelay";
+    set_nodelay_of(io_.require(what)->fd, on, what);
+}
+
+bool tcp_write_half::nodelay() const {
+    const char* what = "aspen::tcp_write_half::nodelay";
+    return nodelay_of(io_.require(what)->fd, what);
+}
+
 
 tcp_listener tcp_listener::bind(const socket_address& addr, int backlog) {
     const char* what = "aspen::tcp_listener::bind";

@@ -30,6 +30,13 @@ struct io_source;  // src/io/io_source.hpp
 // throw ECANCELED; the fd is deregistered and closed with the last
 // reference (src/io/io_source.hpp, "lifetime"). nullptr is a no-op.
 void io_close(io_source* s) noexcept;
+// One half of a split stream lets go: as io_close, but only the operations
+// of its direction (`write` or read) throw ECANCELED; the other half keeps
+// the socket open.
+void io_close_side(io_source* s, bool write) noexcept;
+// s, or std::logic_error naming `what` if s is null (a moved-from, split or
+// default-constructed socket).
+io_source* io_require(io_source* s, const char* what);
 // An operation's reference, from its awaitable's construction to its
 // destruction (so a closed socket's state outlives it).
 void io_retain(io_source* s) noexcept;
@@ -50,12 +57,42 @@ public:
     io_source* get() const noexcept { return s_; }
     // The source for an operation: std::logic_error naming `what` if empty
     // (a moved-from or default-constructed socket).
-    io_source* require(const char* what) const;
+    io_source* require(const char* what) const { return io_require(s_, what); }
     int fd() const noexcept { return io_fd(s_); }
     explicit operator bool() const noexcept { return s_ != nullptr; }
+    // Gives up ownership without closing (the reference moves to the caller).
+    io_source* release() noexcept { return std::exchange(s_, nullptr); }
 
 private:
     io_source* s_ = nullptr;
+};
+
+// Owns one direction of a split stream (one reference to its state): the
+// read side or the write side. Closing it (destructor, assignment) wakes
+// and cancels only that direction's operations; the fd is closed with the
+// last reference.
+class io_half {
+public:
+    io_half() noexcept = default;
+    io_half(io_source* s, bool write) noexcept : s_(s), write_(write) {}
+    io_half(io_half&& other) noexcept : s_(std::exchange(other.s_, nullptr)), write_(other.write_) {}
+    io_half& operator=(io_half&& other) noexcept {
+        if (this != &other) {
+            io_close_side(std::exchange(s_, std::exchange(other.s_, nullptr)), write_);
+            write_ = other.write_;
+        }
+        return *this;
+    }
+    ~io_half() { io_close_side(s_, write_); }
+
+    io_source* require(const char* what) const { return io_require(s_, what); }
+    int fd() const noexcept { return io_fd(s_); }
+    explicit operator bool() const noexcept { return s_ != nullptr; }
+    bool write_side() const noexcept { return write_; }
+
+private:
+    io_source* s_ = nullptr;
+    bool write_ = false;
 };
 
 // One operation's reference to a socket's state and its claim on the

@@ -29,6 +29,15 @@
 // fd is deregistered and closed when the last such operation lets go.
 // Sockets are move-only; the destructor deregisters the fd and closes it.
 //
+// Split: `auto [rd, wr] = std::move(conn).into_split();` gives a read half
+// and a write half that own the connection together, for a reader task and
+// a writer task that each hold their half (as Tokio's into_split). The fd
+// is closed when both halves are gone. Destroying the write half shuts the
+// write direction down first (the peer reads end of stream), as
+// shutdown(write) does; destroying a half while another task waits in an
+// operation of its direction makes that operation throw
+// std::system_error(ECANCELED), and leaves the other half working.
+//
 // Cancel safety (the awaiting task is aborted, loses a timeout race, or
 // the awaitable is destroyed while pending; in every case the operation's
 // stored waker is dropped and the socket stays usable):
@@ -51,10 +60,13 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <utility>
 
 namespace aspen {
 
 class tcp_stream;
+class tcp_read_half;
+class tcp_write_half;
 
 enum class shutdown_mode : std::uint8_t { read, write, both };
 
@@ -121,7 +133,59 @@ private:
     bool connected_ = false;
 };
 
-class tcp_stream {
+namespace detail {
+// The read operations of a byte stream, for tcp_stream and tcp_read_half:
+// D::source(what) gives its state (std::logic_error if empty), and
+// D::read_what / D::read_exact_what name the operations in errors.
+template <class D>
+class stream_reads {
+public:
+    // Up to size bytes; 0 means end of stream (or size == 0).
+    transfer_awaitable read(void* data, std::size_t size) {
+        return make(transfer_awaitable::kind::read, D::read_what, data, size);
+    }
+    transfer_awaitable read(std::span<char> buf) { return read(buf.data(), buf.size()); }
+    transfer_awaitable read(std::span<std::byte> buf) { return read(buf.data(), buf.size()); }
+    // Exactly size bytes, unless the stream ends first: returns the count
+    // read, which is less than size only at end of stream (not an error).
+    transfer_awaitable read_exact(void* data, std::size_t size) {
+        return make(transfer_awaitable::kind::read_exact, D::read_exact_what, data, size);
+    }
+    transfer_awaitable read_exact(std::span<char> buf) { return read_exact(buf.data(), buf.size()); }
+    transfer_awaitable read_exact(std::span<std::byte> buf) { return read_exact(buf.data(), buf.size()); }
+
+private:
+    transfer_awaitable make(transfer_awaitable::kind k, const char* what, void* data, std::size_t size) {
+        return transfer_awaitable(static_cast<D*>(this)->source(what), k, true, what, data, size);
+    }
+};
+
+// The write operations of a byte stream, for tcp_stream and tcp_write_half
+// (D::write_what / D::write_all_what name them).
+template <class D>
+class stream_writes {
+public:
+    // Some bytes (at least one unless size == 0); returns how many.
+    transfer_awaitable write(const void* data, std::size_t size) {
+        return make(transfer_awaitable::kind::write, D::write_what, data, size);
+    }
+    transfer_awaitable write(std::string_view s) { return write(s.data(), s.size()); }
+    transfer_awaitable write(std::span<const std::byte> buf) { return write(buf.data(), buf.size()); }
+    // All size bytes (returns size).
+    transfer_awaitable write_all(const void* data, std::size_t size) {
+        return make(transfer_awaitable::kind::write_all, D::write_all_what, data, size);
+    }
+    transfer_awaitable write_all(std::string_view s) { return write_all(s.data(), s.size()); }
+    transfer_awaitable write_all(std::span<const std::byte> buf) { return write_all(buf.data(), buf.size()); }
+
+private:
+    transfer_awaitable make(transfer_awaitable::kind k, const char* what, const void* data, std::size_t size) {
+        return transfer_awaitable(static_cast<D*>(this)->source(what), k, true, what, const_cast<void*>(data), size);
+    }
+};
+}  // namespace detail
+
+class tcp_stream : public detail::stream_reads<tcp_stream>, public detail::stream_writes<tcp_stream> {
 public:
     tcp_stream() noexcept = default;  // empty: every operation throws std::logic_error
     tcp_stream(tcp_stream&&) noexcept = default;
@@ -136,29 +200,11 @@ public:
     // Takes ownership of a connected stream socket (made non-blocking here).
     static tcp_stream from_native(int fd);
 
-    // Up to size bytes; 0 means end of stream (or size == 0).
-    transfer_awaitable read(void* data, std::size_t size) { return rw(transfer_awaitable::kind::read, "aspen::tcp_stream::read", data, size); }
-    transfer_awaitable read(std::span<char> buf) { return read(buf.data(), buf.size()); }
-    transfer_awaitable read(std::span<std::byte> buf) { return read(buf.data(), buf.size()); }
-    // Exactly size bytes, unless the stream ends first: returns the count
-    // read, which is less than size only at end of stream (not an error).
-    transfer_awaitable read_exact(void* data, std::size_t size) {
-        return rw(transfer_awaitable::kind::read_exact, "aspen::tcp_stream::read_exact", data, size);
-    }
-    transfer_awaitable read_exact(std::span<char> buf) { return read_exact(buf.data(), buf.size()); }
-    transfer_awaitable read_exact(std::span<std::byte> buf) { return read_exact(buf.data(), buf.size()); }
-    // Some bytes (at least one unless size == 0); returns how many.
-    transfer_awaitable write(const void* data, std::size_t size) {
-        return rw(transfer_awaitable::kind::write, "aspen::tcp_stream::write", const_cast<void*>(data), size);
-    }
-    transfer_awaitable write(std::string_view s) { return write(s.data(), s.size()); }
-    transfer_awaitable write(std::span<const std::byte> buf) { return write(buf.data(), buf.size()); }
-    // All size bytes (returns size).
-    transfer_awaitable write_all(const void* data, std::size_t size) {
-        return rw(transfer_awaitable::kind::write_all, "aspen::tcp_stream::write_all", const_cast<void*>(data), size);
-    }
-    transfer_awaitable write_all(std::string_view s) { return write_all(s.data(), s.size()); }
-    transfer_awaitable write_all(std::span<const std::byte> buf) { return write_all(buf.data(), buf.size()); }
+    // read, read_exact (stream_reads), write, write_all (stream_writes).
+
+    // The read half and the write half of this stream, which is left empty
+    // (see "Split" above). std::logic_error if the stream is empty.
+    std::pair<tcp_read_half, tcp_write_half> into_split() &&;
 
     // shutdown(2): after shutdown(write) the peer reads end of stream; this
     // side can still read. Synchronous.
@@ -173,11 +219,75 @@ public:
 private:
     friend class accept_awaitable;
     friend class connect_awaitable;
+    friend class detail::stream_reads<tcp_stream>;
+    friend class detail::stream_writes<tcp_stream>;
+    static constexpr const char* read_what = "aspen::tcp_stream::read";
+    static constexpr const char* read_exact_what = "aspen::tcp_stream::read_exact";
+    static constexpr const char* write_what = "aspen::tcp_stream::write";
+    static constexpr const char* write_all_what = "aspen::tcp_stream::write_all";
     explicit tcp_stream(detail::io_handle io) noexcept : io_(std::move(io)) {}
-    transfer_awaitable rw(transfer_awaitable::kind k, const char* what, void* data, std::size_t size) {
-        return transfer_awaitable(io_.require(what), k, true, what, data, size);
-    }
+    detail::io_source* source(const char* what) const { return io_.require(what); }
     detail::io_handle io_;
+};
+
+namespace detail {
+// What both halves of a split stream have: their share of the socket (an
+// io_half) and the connection's addresses. Empty when default-constructed
+// or moved from.
+class stream_half {
+public:
+    socket_address local_addr() const;
+    socket_address peer_addr() const;
+    int native_handle() const noexcept { return io_.fd(); }
+    bool is_open() const noexcept { return static_cast<bool>(io_); }
+
+protected:
+    stream_half() noexcept = default;
+    stream_half(io_source* s, bool write) noexcept : io_(s, write) {}
+    io_source* source(const char* what) const { return io_.require(what); }
+    io_half io_;
+};
+}  // namespace detail
+
+// The read side of a split stream (tcp_stream::into_split): read,
+// read_exact, the addresses.
+class tcp_read_half : public detail::stream_half, public detail::stream_reads<tcp_read_half> {
+public:
+    tcp_read_half() noexcept = default;
+    tcp_read_half(tcp_read_half&&) noexcept = default;
+    tcp_read_half& operator=(tcp_read_half&&) noexcept = default;
+
+private:
+    friend class tcp_stream;
+    friend class detail::stream_reads<tcp_read_half>;
+    static constexpr const char* read_what = "aspen::tcp_read_half::read";
+    static constexpr const char* read_exact_what = "aspen::tcp_read_half::read_exact";
+    explicit tcp_read_half(detail::io_source* s) noexcept : stream_half(s, false) {}
+};
+
+// The write side of a split stream: write, write_all, shutdown of the
+// write direction. Its destructor (and assigning to it) shuts the write
+// direction down before letting go, so the peer reads end of stream.
+class tcp_write_half : public detail::stream_half, public detail::stream_writes<tcp_write_half> {
+public:
+    tcp_write_half() noexcept = default;
+    tcp_write_half(tcp_write_half&&) noexcept = default;
+    tcp_write_half& operator=(tcp_write_half&& other) noexcept;
+    ~tcp_write_half();
+
+    // shutdown(write) now (synchronous); the half stays usable for the
+    // socket options and addresses. std::system_error on failure.
+    void shutdown();
+    void set_nodelay(bool on);
+    bool nodelay() const;
+
+private:
+    friend class tcp_stream;
+    friend class detail::stream_writes<tcp_write_half>;
+    static constexpr const char* write_what = "aspen::tcp_write_half::write";
+    static constexpr const char* write_all_what = "aspen::tcp_write_half::write_all";
+    explicit tcp_write_half(detail::io_source* s) noexcept : stream_half(s, true) {}
+    void shut_write_quietly() noexcept;
 };
 
 class tcp_listener {
