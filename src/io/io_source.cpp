@@ -48,24 +48,24 @@ io_handle make_io(int fd) {
     }
 }
 
-void io_close(io_source* s) noexcept {
+namespace {
+// Marks the closed directions, wakes the waiters, drops the owner's
+// reference. release: an operation that reads `closed` with acquire sees
+// the socket's last writes. The waiters woken throw ECANCELED if their
+// direction is closed, else wait again; see "lifetime" in io_source.hpp
+// for why none is missed.
+void close_directions(io_source* s, bool read, bool write) noexcept {
     if (!s) return;
-    // release: an operation that reads `closed` with acquire sees the
-    // socket's last writes. Then wake the waiters (they throw ECANCELED);
-    // see "lifetime" in io_source.hpp for why none is missed.
-    s->closed[0].store(true, std::memory_order_release);
-    s->closed[1].store(true, std::memory_order_release);
+    if (read) s->closed[0].store(true, std::memory_order_release);
+    if (write) s->closed[1].store(true, std::memory_order_release);
     reactor::wake_waiters(s->reg);
     io_release(s);
 }
+}  // namespace
 
-void io_close_side(io_source* s, bool write) noexcept {
-    if (!s) return;
-    // release: as in io_close, for this direction only.
-    s->closed[write].store(true, std::memory_order_release);
-    reactor::wake_waiters(s->reg);
-    io_release(s);
-}
+void io_close(io_source* s) noexcept { close_directions(s, true, true); }
+
+void io_close_side(io_source* s, bool write) noexcept { close_directions(s, !write, write); }
 
 int io_fd(const io_source* s) noexcept { return s ? s->fd : -1; }
 

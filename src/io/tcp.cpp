@@ -226,7 +226,6 @@ bool tcp_write_half::nodelay() const {
     return nodelay_of(io_.require(what)->fd, what);
 }
 
-
 tcp_listener tcp_listener::bind(const socket_address& addr, int backlog) {
     const char* what = "aspen::tcp_listener::bind";
     if (backlog < 0) throw std::invalid_argument("aspen::tcp_listener::bind: the backlog must not be negative");
