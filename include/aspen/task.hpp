@@ -84,7 +84,9 @@ public:
     }
 
     static void* operator new(std::size_t size) { return allocate_frame(size); }
-    static void operator delete(void* frame) noexcept { deallocate_frame(frame); }
+    static void operator delete(void* frame, std::size_t size) noexcept {
+        deallocate_frame(frame, block_size_of(size, 0, 1));
+    }
 
     std::suspend_always initial_suspend() noexcept { return {}; }
 
@@ -119,6 +121,9 @@ struct promise : promise_base {
     static void* operator new(std::size_t size) {
         static_assert(alignof(T) <= alignof(std::max_align_t), "over-aligned task results are not supported");
         return allocate_frame(size, sizeof(T), alignof(T));
+    }
+    static void operator delete(void* frame, std::size_t size) noexcept {
+        deallocate_frame(frame, block_size_of(size, sizeof(T), alignof(T)));
     }
 
     void store_root_result(task_header* t) noexcept {

@@ -11,6 +11,7 @@
 // operator new/delete so the sanitizer sees each free.
 #include <aspen/detail/task_header.hpp>
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -76,13 +77,17 @@ void* start_block(void* block, std::size_t total, std::size_t result_offset) noe
     return header->frame();
 }
 
+// What the system allocator is asked for: a pooled size rounds up to its
+// class, so the block fits any frame of that class when it comes back.
+std::size_t system_size(std::size_t total) noexcept {
+    std::size_t c = class_of(total);
+    return use_pool && c < num_classes ? (c + 1) * granule : total;
+}
+
 // The pool has no block of this size. Out of line (as the two slow paths
 // of raw_free below), so a pool hit needs no stack frame.
 [[gnu::noinline]] void* allocate_from_system(std::size_t total, std::size_t result_offset) {
-    std::size_t c = class_of(total);
-    // A pooled size rounds up to its class, so the block fits any frame of
-    // that class when it comes back.
-    void* block = ::operator new(use_pool && c < num_classes ? (c + 1) * granule : total);
+    void* block = ::operator new(system_size(total));
     return start_block(block, total, result_offset);
 }
 
@@ -98,11 +103,16 @@ void push_block(void* p, std::size_t c) noexcept {
     push_block(p, c);
 }
 
-[[gnu::noinline]] void free_to_system(void* p) noexcept { ::operator delete(p); }
+// Sized: in the ASan build (no pool) the sanitizer then checks that every
+// frame is freed with the size it was allocated with, which deallocate_frame
+// takes from the compiler and not from the header.
+[[gnu::noinline]] void free_to_system(void* p, std::size_t total) noexcept {
+    ::operator delete(p, system_size(total));
+}
 
 void raw_free(void* p, std::size_t bytes) noexcept {
     std::size_t c = class_of(bytes);
-    if (!use_pool || c >= num_classes || pool.counts[c] >= max_cached_per_class) return free_to_system(p);
+    if (!use_pool || c >= num_classes || pool.counts[c] >= max_cached_per_class) return free_to_system(p, bytes);
     if (pool.counts[c] == 0 && !pool.cleanup_armed) return push_first_block(p, c);
     push_block(p, c);
 }
@@ -110,9 +120,7 @@ void raw_free(void* p, std::size_t bytes) noexcept {
 }  // namespace
 
 void* allocate_frame(std::size_t frame_size, std::size_t result_size, std::size_t result_align) {
-    // Alignments are powers of two: round up with a mask (a division here
-    // cost more than the rest of the allocation).
-    std::size_t result_offset = (sizeof(task_header) + frame_size + result_align - 1) & ~(result_align - 1);
+    std::size_t result_offset = result_offset_of(frame_size, result_align);
     std::size_t total = result_offset + result_size;
     std::size_t c = class_of(total);
     if (use_pool && c < num_classes) {
@@ -132,13 +140,16 @@ void free_task_memory(task_header* t) noexcept {
     raw_free(t, bytes);
 }
 
-void deallocate_frame(void* frame) noexcept {
+void deallocate_frame(void* frame, std::size_t block_size) noexcept {
     task_header* t = task_header::of_frame(frame);
     // A spawned task's frame is destroyed when it completes or is cancelled,
     // but the block (header, result slot) lives until its last reference:
     // the join handle reads the outcome there.
     if (t->spawned) return;
-    raw_free(t, t->alloc_size);  // never spawned: no header was built
+    // Checked in the sanitizer builds (asserts on; ASan also checks the
+    // size of every free, see free_to_system).
+    assert(block_size == t->alloc_size);
+    raw_free(t, block_size);  // never spawned: no header was built
 }
 
 }  // namespace aspen::detail
