@@ -184,7 +184,7 @@ void complete(task_header* t, bool handle_is_ours = false) noexcept {
     // to release marked it destroyed at its final suspend: see task.hpp.)
     if (!t->frame_destroyed) {
         t->frame_destroyed = true;
-        std::coroutine_handle<>::from_address(t->frame()).destroy();
+        destroy_root_frame(t);
     }
     // Leave the registry first: once the joiner is woken, the task must no
     // longer count as alive. We hold RUNNING, so no shutdown sweep needs it.
@@ -203,7 +203,7 @@ void complete(task_header* t, bool handle_is_ours = false) noexcept {
     // A destructor's exception is caught by the frame: report_if_destroying.
     // (A destructor may abort another task: nested, so restore.)
     task_header* outer = std::exchange(destroying, t);
-    std::coroutine_handle<>::from_address(t->frame()).destroy();
+    destroy_root_frame(t);
     destroying = outer;
     tls_context.current = saved;
     complete(t);
@@ -638,7 +638,7 @@ void finish_adopted(task_header* t, bool nothing_to_destroy) noexcept {
     // registered, no exception in the header). The block stays with the
     // handle, which frees it when dropped, so an abort() through the handle
     // that races with this end still touches live memory.
-    if (!nothing_to_destroy) std::coroutine_handle<>::from_address(t->frame()).destroy();
+    if (!nothing_to_destroy) destroy_root_frame(t);
     t->frame_destroyed = true;
     t->sched->count_completion();
     if (!try_complete_exclusive(t)) publish_shared_completion(t);

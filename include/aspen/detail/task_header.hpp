@@ -150,7 +150,7 @@ struct alignas(16) task_header {
     std::uint32_t alloc_size = 0;       // bytes of header + frame + result slot
     std::uint32_t result_offset = 0;    // where the result slot starts
     std::uint16_t reg_shard = 0;
-    bool spawned = false;               // root of a spawned task
+    bool spawned = false;               // root of a spawned task (checked by an assert)
     bool registered = false;            // in the registry (see registry.hpp)
     // Coroutine frame already gone (done or cancelled), or finished with
     // nothing left in it to destroy (promise_base::nothing_to_destroy).
@@ -194,12 +194,17 @@ constexpr std::size_t block_size_of(std::size_t frame_size, std::size_t result_s
 }
 // operator delete of every task frame; block_size is block_size_of the
 // frame's size, which the compiler passes to a sized operator delete.
-// Frees at once unless the frame is a spawned task's, whose block lives
-// until its last reference. Why the size comes from the caller and not from
-// the header's alloc_size: a free list index computed from a load made the
-// next allocation wait for it: an inline await of a task took about 3 ns
-// longer, a fifth of its cost (fib(30) with every spawn awaited inline).
+// Frees at once unless destroy_root_frame is destroying it: a spawned
+// task's block lives until its last reference. Why the size comes from the
+// caller and not from the header's alloc_size: a free list index computed
+// from a load made the next allocation wait for it: an inline await of a
+// task took about 3 ns longer, a fifth of its cost (fib(30) with every
+// spawn awaited inline).
 void deallocate_frame(void* frame, std::size_t block_size) noexcept;
+// Destroys a spawned task's frame (its coroutine's locals and parameters)
+// and keeps its block: the one way a spawned frame is destroyed, since
+// deallocate_frame frees every other frame at once.
+void destroy_root_frame(task_header* t) noexcept;
 
 // ---- task life (src/task/task_core.cpp) -------------------------------------
 task_header* current_task() noexcept;
