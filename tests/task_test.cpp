@@ -172,6 +172,49 @@ TEST(Task, AbortWaitingTaskDestroysFrameNow) {
     EXPECT_EQ(destroyed.load(), 1);
 }
 
+// A spawned task's frame is destroyed through destroy_root_frame, which
+// marks it so that its free keeps the block (the handle reads the outcome
+// there). A destructor in that frame may destroy another spawned frame (an
+// abort of an idle task, nested) and inline frames: each block must stay
+// or go as its own kind says. Both handles read their outcome afterwards;
+// the ASan build (no frame pool) reports a block freed too early.
+TEST(Task, AbortFromADestructorWhileASpawnedFrameIsDestroyed) {
+    aspen::runtime rt(workers(1));  // both tasks idle when the abort comes
+    std::atomic<int> waiting{0};
+    struct abort_on_destroy {
+        aspen::join_handle<int>* other;
+        ~abort_on_destroy() {
+            if (!other) return;
+            other->abort();  // idle: its frame is destroyed now, nested
+            aspen::task<int> never_awaited = answer();  // an inline frame freed here
+        }
+    };
+    auto pending_forever = [&](aspen::join_handle<int>* other) -> aspen::task<int> {
+        abort_on_destroy guard{other};
+        co_await aspen::poll_fn([&](aspen::context&) -> aspen::poll<int> {
+            waiting.fetch_add(1);
+            return aspen::pending;
+        });
+        co_return 1;
+    };
+    auto body = [&]() -> aspen::task<int> {
+        aspen::join_handle<int> inner = aspen::spawn(pending_forever(nullptr));
+        aspen::join_handle<int> outer = aspen::spawn(pending_forever(&inner));
+        while (waiting.load() < 2) co_await aspen::yield_now();
+        outer.abort();
+        int cancelled = 0;
+        for (aspen::join_handle<int>* h : {&outer, &inner}) {
+            try {
+                co_await *h;
+            } catch (const aspen::task_cancelled&) {
+                ++cancelled;
+            }
+        }
+        co_return cancelled;
+    };
+    EXPECT_EQ(rt.block_on(body()), 2);
+}
+
 TEST(Task, AbortBeforeStartNeverRuns) {
     aspen::runtime rt(workers(2));
     std::atomic<int> ran{0};
