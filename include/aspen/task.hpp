@@ -2,6 +2,7 @@
 // by symmetric transfer) or spawned (then it runs in parallel).
 #pragma once
 
+#include <aspen/detail/frame_pool.hpp>
 #include <aspen/detail/task_header.hpp>
 
 #include <coroutine>
@@ -83,7 +84,7 @@ public:
         if (error) std::rethrow_exception(error);
     }
 
-    static void* operator new(std::size_t size) { return allocate_frame(size); }
+    static void* operator new(std::size_t size) { return allocate_frame(size, 0, 1); }
     static void operator delete(void* frame, std::size_t size) noexcept {
         deallocate_frame(frame, block_size_of(size, 0, 1));
     }

@@ -174,13 +174,7 @@ struct alignas(16) task_header {
 static_assert(sizeof(task_header) % alignof(std::max_align_t) == 0,
               "the frame that follows the header must stay max-aligned");
 
-// ---- allocation (src/task/frame_pool.cpp) ----------------------------------
-// Returns the frame address. Of the header before it only alloc_size,
-// result_offset and spawned (false) are set: a frame awaited inline needs no
-// more, and spawn_root builds the rest before the task is shared. A spawned
-// root moves its result into a slot of result_size bytes after the frame, so
-// its frame (parameters and all) can be destroyed the moment it completes.
-void* allocate_frame(std::size_t frame_size, std::size_t result_size = 0, std::size_t result_align = 1);
+// ---- allocation (aspen/detail/frame_pool.hpp, src/task/frame_pool.cpp) ----------
 // Where a block's result slot starts, and the block's bytes, for a frame of
 // frame_size bytes (as allocate_frame lays it out). Alignments are powers
 // of two: rounded up with a mask (a division cost more than the rest of the
@@ -192,15 +186,6 @@ constexpr std::size_t block_size_of(std::size_t frame_size, std::size_t result_s
                                     std::size_t result_align) noexcept {
     return result_offset_of(frame_size, result_align) + result_size;
 }
-// operator delete of every task frame; block_size is block_size_of the
-// frame's size, which the compiler passes to a sized operator delete.
-// Frees at once unless destroy_root_frame is destroying it: a spawned
-// task's block lives until its last reference. Why the size comes from the
-// caller and not from the header's alloc_size: a free list index computed
-// from a load made the next allocation wait for it: an inline await of a
-// task took about 3 ns longer, a fifth of its cost (fib(30) with every
-// spawn awaited inline).
-void deallocate_frame(void* frame, std::size_t block_size) noexcept;
 // Destroys a spawned task's frame (its coroutine's locals and parameters)
 // and keeps its block: the one way a spawned frame is destroyed, since
 // deallocate_frame frees every other frame at once.
