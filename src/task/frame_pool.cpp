@@ -23,6 +23,11 @@
 namespace aspen::detail {
 namespace pool {
 
+#ifdef ASPEN_NO_FRAME_POOL
+extern const int built_without_frame_pool = 0;
+#else
+extern const int built_with_frame_pool = 0;
+#endif
 thread_local constinit lists tls_lists{};
 thread_local constinit void* kept_frame = nullptr;
 

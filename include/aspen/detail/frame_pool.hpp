@@ -22,11 +22,18 @@ inline constexpr std::size_t granule = 16;
 inline constexpr std::size_t num_classes = 128;
 inline constexpr std::size_t max_cached_per_class = 512;
 // ASPEN_NO_FRAME_POOL must be the same in every translation unit (the
-// build sets it for the whole tree, see CMakeLists.txt).
+// build sets it for the whole tree, see CMakeLists.txt): the library
+// defines only the marker of the mode it was built in, so code built in
+// the other mode fails to link instead of mixing pooled and unpooled
+// blocks.
 #ifdef ASPEN_NO_FRAME_POOL
 inline constexpr bool enabled = false;  // the ASan build: every block to new/delete
+extern const int built_without_frame_pool;
+[[gnu::used]] static const int* const mode_marker = &built_without_frame_pool;
 #else
 inline constexpr bool enabled = true;
+extern const int built_with_frame_pool;
+[[gnu::used]] static const int* const mode_marker = &built_with_frame_pool;
 #endif
 
 struct free_block {

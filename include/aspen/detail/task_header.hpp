@@ -174,7 +174,7 @@ struct alignas(16) task_header {
 static_assert(sizeof(task_header) % alignof(std::max_align_t) == 0,
               "the frame that follows the header must stay max-aligned");
 
-// ---- allocation (aspen/detail/frame_pool.hpp) ---------------------------------
+// ---- allocation (aspen/detail/frame_pool.hpp) -------------------------------
 // Where a block's result slot starts, and the block's bytes, for a frame of
 // frame_size bytes (as allocate_frame lays it out). Alignments are powers
 // of two: rounded up with a mask (a division cost more than the rest of the
