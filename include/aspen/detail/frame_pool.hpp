@@ -2,9 +2,10 @@
 // per-thread free lists by size class. The fast paths (a pool hit, a push
 // under the cap) are inline, because every coroutine's creation and end
 // runs them: fib(30) with every call awaited inline took 32.0 to 33.6 ms
-// while they were calls into the library, 27.4 to 28.2 ms since (alternating
-// runs of the benchmark). The slow paths and the pool's thread-exit cleanup are in
-// src/task/frame_pool.cpp, which explains the pool.
+// while they were calls into the library, 27.4 to 28.2 ms since
+// (alternating runs of the benchmark). The slow paths and the pool's
+// thread-exit cleanup are in src/task/frame_pool.cpp, which explains the
+// pool.
 #pragma once
 
 #include <aspen/detail/task_header.hpp>
