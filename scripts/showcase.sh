@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# THE showcase command: build the release preset, run every example, then the benchmark.
+# THE showcase command: build the release preset, run every example, then the
+# micro-benchmarks and the benchmark.
 set -uo pipefail   # no -e: one failing example should not hide the rest
 cd "$(dirname "$0")/.."
 
@@ -44,6 +45,12 @@ else
 fi
 cat "$server_out"
 rm -f "$server_out"
+
+if [ -x build/release/bench/aspen-micro ]; then
+  echo
+  echo "=== aspen-micro (single operations, Google Benchmark)"
+  build/release/bench/aspen-micro --benchmark_min_time=0.1 || failed=1
+fi
 
 if [ -x build/release/bench/aspen-bench ]; then
   echo
