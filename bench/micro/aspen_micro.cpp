@@ -1,9 +1,10 @@
 // aspen-micro: what one operation costs, with Google Benchmark. aspen-bench
 // compares whole workloads with their peers; this measures the primitives
-// those workloads are made of, one at a time, on one thread. Each benchmark
-// runs its loop inside a task, so it sees exactly what a task's code pays.
-// A runtime with one worker runs that task on the worker thread, so those
-// benchmarks measure real time (the calling thread only waits).
+// those workloads are made of, one at a time. Most benchmarks run their loop
+// inside a task, so they see exactly what a task's code pays; the frame
+// pool's runs on the calling thread, and the wake from another thread has
+// the calling thread ring a task on a worker. A runtime with one worker runs
+// its task on the worker thread, so those benchmarks measure real time.
 //
 //   build/release/bench/aspen-micro [--benchmark_filter=Spawn] [...]
 #include <aspen/aspen.hpp>
@@ -11,7 +12,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 
 namespace {
@@ -76,6 +79,73 @@ aspen::task<void> mutex_lock_unlock(benchmark::State& state) {
     }
 }
 
+// A foreign thread (the benchmark's own) wakes a task that waits on a leaf,
+// then waits until the task has run: one round trip of a wake from outside
+// the runtime, as an embedding program or an I/O thread makes it. The one
+// worker has nothing else to do, so it parks between wakes and each wake
+// includes unparking it.
+struct doorbell {
+    std::mutex m;
+    bool rung = false;
+    bool closed = false;
+    aspen::waker waiter;
+    std::atomic<std::int64_t> answered{0};
+
+    // From the benchmark thread: ring once, wait for the answer.
+    void ring_and_wait(std::int64_t n) {
+        aspen::waker w;
+        {
+            std::lock_guard lock(m);
+            rung = true;
+            w = std::move(waiter);
+        }
+        w.wake();
+        // acquire: the task's answer (nothing else is read, but it keeps
+        // the round trip ordered).
+        while (answered.load(std::memory_order_acquire) != n) {
+        }
+    }
+    void close() {
+        aspen::waker w;
+        {
+            std::lock_guard lock(m);
+            closed = true;
+            w = std::move(waiter);
+        }
+        w.wake();
+    }
+    // The task's side: ready once rung (or closed); the waker is stored
+    // under the same lock, so a ring between the check and the store is
+    // never lost.
+    aspen::poll<bool> poll(aspen::context& cx) {
+        std::lock_guard lock(m);
+        if (closed) return aspen::ready(false);
+        if (rung) {
+            rung = false;
+            return aspen::ready(true);
+        }
+        waiter = cx.waker();
+        return aspen::pending;
+    }
+};
+
+aspen::task<void> answer_doorbell(doorbell& d) {
+    while (co_await aspen::poll_fn([&d](aspen::context& cx) { return d.poll(cx); }))
+        d.answered.fetch_add(1, std::memory_order_release);  // release: see ring_and_wait
+}
+
+void BM_WakeFromAnotherThread_OneWorker(benchmark::State& state) {
+    aspen::config cfg;
+    cfg.workers = 1;
+    aspen::runtime rt(cfg);
+    doorbell d;
+    aspen::join_handle<void> h = rt.spawn(answer_doorbell(d));
+    std::int64_t n = 0;
+    for (auto _ : state) d.ring_and_wait(++n);
+    d.close();
+    rt.block_on([](aspen::join_handle<void> done) -> aspen::task<void> { co_await done; }(std::move(h)));
+}
+
 void BM_InlineAwait(benchmark::State& state) { on_current_thread(state, inline_await); }
 void BM_SpawnAwait_CurrentThread(benchmark::State& state) { on_current_thread(state, spawn_await); }
 void BM_SpawnAwait_OneWorker(benchmark::State& state) { on_one_worker(state, spawn_await); }
@@ -103,6 +173,7 @@ BENCHMARK(BM_YieldNow_CurrentThread);
 BENCHMARK(BM_YieldNow_OneWorker)->UseRealTime();
 BENCHMARK(BM_ChannelSendRecv);
 BENCHMARK(BM_MutexLockUnlock);
+BENCHMARK(BM_WakeFromAnotherThread_OneWorker)->UseRealTime();
 
 }  // namespace
 
