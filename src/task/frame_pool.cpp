@@ -74,8 +74,7 @@ void free_slow(void* block, std::size_t bytes) noexcept {
     if (!enabled || c >= num_classes || tls_lists.counts[c] >= max_cached_per_class)
         return ::operator delete(block, system_size(bytes));
     if (!tls_lists.cleanup_armed) arm_cleanup();
-    tls_lists.heads[c] = new (block) free_block{tls_lists.heads[c]};
-    ++tls_lists.counts[c];
+    push(block, c);
 }
 
 }  // namespace pool

@@ -71,13 +71,18 @@ inline void* start_block(void* block, std::size_t total, std::size_t result_offs
 void* allocate_from_system(std::size_t total, std::size_t result_offset);
 void free_slow(void* block, std::size_t bytes) noexcept;
 
+// Puts a block on class c's list (the caller checked the cap).
+inline void push(void* block, std::size_t c) noexcept {
+    tls_lists.heads[c] = new (block) free_block{tls_lists.heads[c]};
+    ++tls_lists.counts[c];
+}
+
 inline void free_block_of(void* block, std::size_t bytes) noexcept {
     std::size_t c = class_of(bytes);
     // One unsigned compare for both ends: a count of 0 wraps to the maximum.
     if (!enabled || c >= num_classes || tls_lists.counts[c] - 1 >= max_cached_per_class - 1)
         return free_slow(block, bytes);
-    tls_lists.heads[c] = new (block) free_block{tls_lists.heads[c]};
-    ++tls_lists.counts[c];
+    push(block, c);
 }
 }  // namespace pool
 
