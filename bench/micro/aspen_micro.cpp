@@ -28,11 +28,14 @@ void on_current_thread(benchmark::State& state, Body body) {
     aspen::current_thread_runtime rt;
     rt.block_on(body(state));
 }
-template <class Body>
-void on_one_worker(benchmark::State& state, Body body) {
+aspen::config one_worker() {
     aspen::config cfg;
     cfg.workers = 1;
-    aspen::runtime rt(cfg);
+    return cfg;
+}
+template <class Body>
+void on_one_worker(benchmark::State& state, Body body) {
+    aspen::runtime rt(one_worker());
     rt.block_on(body(state));
 }
 
@@ -135,9 +138,7 @@ aspen::task<void> answer_doorbell(doorbell& d) {
 }
 
 void BM_WakeFromAnotherThread_OneWorker(benchmark::State& state) {
-    aspen::config cfg;
-    cfg.workers = 1;
-    aspen::runtime rt(cfg);
+    aspen::runtime rt(one_worker());
     doorbell d;
     aspen::join_handle<void> h = rt.spawn(answer_doorbell(d));
     std::int64_t n = 0;
