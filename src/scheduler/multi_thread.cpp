@@ -323,7 +323,7 @@ void multi_thread_scheduler::park(worker& w) {
     w.searching = false;
     if (last_searcher) notify_if_work_pending();  // may pick this very worker
     w.counters.parks.add();
-    if (try_take_driver()) {
+    if (!futex_will_do() && try_take_driver()) {
         bool notified = park_on_driver(w);
         release_driver();
         // Woken by I/O or a timer, not by a notifier: count ourselves back,
@@ -339,6 +339,22 @@ void multi_thread_scheduler::park(worker& w) {
     w.counters.unparks.add();
     // Whoever woke us (maybe we) counted us as unparked and searching.
     w.searching = true;
+}
+
+// The last worker to park, with no fd registered and no timer armed, sleeps
+// on its futex, not in epoll_wait: nothing can end its park but an unpark,
+// and a futex wake reaches it in 1 to 2 us where the driver's eventfd took
+// about 16 us (aspen-micro's wake from another thread, one worker). Any
+// other parker still takes the driver when it is free, even with nothing
+// registered: making every parker sleep on its futex made mpsc at 2 workers
+// 3.3x slower (809 to 2,800 ms), the fast wakes pulling the second worker
+// into the channel's traffic (parks 8,500 to 46,000-125,000 a worker).
+// Why no interest is missed: interest is added by a running task; the last
+// parker's to_parked comes after every other worker's (idle_state's mutex),
+// so it sees interest any of them added before parking, and a worker that
+// adds it later parks after it and sees its own.
+bool multi_thread_scheduler::futex_will_do() const noexcept {
+    return !io_driver().has_interest() && idle_.all_parked();
 }
 
 // True if an unpark() ended the park. Wakers fired by the driver run here,
