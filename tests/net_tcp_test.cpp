@@ -283,6 +283,43 @@ TEST(Tcp, WorkerOutOfLocalWorkPollsTheDriverBeforeParking) {
     EXPECT_LT(parks, rounds / 4);
 }
 
+// As time_test's TimerArmedAfterTheRuntimeWentIdleFires, for a socket: the
+// runtime goes idle with nothing registered (its last parker then sleeps on
+// its futex), then a task registers a fresh socket and waits to read; the
+// byte comes from a plain thread that knows nothing of aspen, so only the
+// driver's epoll_wait can wake the reader. Fails (watchdog) if the worker
+// that parks with the socket registered sleeps on its futex.
+TEST(Tcp, ReadRegisteredAfterTheRuntimeWentIdleIsWokenByItsData) {
+    constexpr int rounds = 10;
+    for (std::size_t n : {1u, 2u, 8u}) {
+        aspen::runtime rt(aspen_test::workers(n));
+        int got = 0;
+        aspen_test::within(60s, "a read registered on an idle runtime", [&] {
+            for (int r = 0; r < rounds; ++r) {
+                int sv[2];
+                ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+                std::this_thread::sleep_for(5ms);  // every worker parks
+                std::thread writer([fd = sv[0], r] {
+                    std::this_thread::sleep_for(5ms);  // the reader waits by then, or soon after
+                    char b = static_cast<char>(r);
+                    EXPECT_EQ(::write(fd, &b, 1), 1);
+                });
+                char in = rt.block_on([](int fd) -> task<char> {
+                    tcp_stream s = tcp_stream::from_native(fd);  // sets O_NONBLOCK; registers at the first read
+                    char b = 0;
+                    EXPECT_EQ(co_await s.read(&b, 1), 1u);
+                    co_return b;
+                }(sv[1]));
+                writer.join();
+                ::close(sv[0]);
+                EXPECT_EQ(in, static_cast<char>(r));
+                ++got;
+            }
+        });
+        EXPECT_EQ(got, rounds) << n << " workers";
+    }
+}
+
 // A completed send to a loopback peer makes the worker poll the reactor at
 // once (multi_thread.hpp, "Sends"), so a peer task of the same runtime is
 // woken into the sender's next slot and a request/response pair stays on

@@ -299,6 +299,35 @@ TEST_P(TimeWorkers, ManyShortRealSleepsAllComplete) {
     EXPECT_EQ(done.load(), tasks);
 }
 
+// An idle runtime with no timer armed and no socket registered: its last
+// worker to park sleeps on its futex, where only an unpark can reach it
+// (multi_thread.cpp, futex_will_do). A task that then arms a timer must
+// still be woken by it, in every round, each after the runtime went idle
+// again. Fails (watchdog) if a worker that parks with the timer armed
+// sleeps on its futex: nothing would end the sleep.
+TEST_P(TimeWorkers, TimerArmedAfterTheRuntimeWentIdleFires) {
+    constexpr int rounds = 10;
+    int fired = 0;
+    within(60s, "timers armed on an idle runtime", [&] {
+        auto once = []() -> aspen::task<void> { co_await aspen::sleep(2ms); };
+        auto all = [&](auto& rt) {
+            for (int r = 0; r < rounds; ++r) {
+                std::this_thread::sleep_for(5ms);  // every worker parks
+                rt.block_on(once());
+                ++fired;
+            }
+        };
+        if (GetParam() == 0) {
+            aspen::current_thread_runtime rt(workers(1));
+            all(rt);
+        } else {
+            aspen::runtime rt(workers(GetParam()));
+            all(rt);
+        }
+    });
+    EXPECT_EQ(fired, rounds);
+}
+
 TEST(Time, MillionTimersArmAndCancel) {
 #ifdef ASPEN_SANITIZED
     constexpr std::size_t n = 100'000;
