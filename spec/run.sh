@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Model-checks spec/idle.pml and spec/task_state.pml with spin.
+# Model-checks spec/idle.pml, spec/task_state.pml and spec/driver_watch.pml with spin.
 #
-#   bash spec/run.sh            the CI set: 16 jobs, ~45 s CPU, 25-50 s wall on 2 cores, <= 1 GB each
-#   SPIN_FULL=1 bash spec/run.sh   also two large runs (~2.5 min more; 2.3 and 2.7 GB)
+#   bash spec/run.sh            the CI set: 38 jobs, ~75 s CPU, ~40 s wall on 2 cores, <= 1 GB each
+#   SPIN_FULL=1 bash spec/run.sh   also four large runs (~2-3 min more; up to 2.7 GB)
 #   SPIN_JOBS=N                 parallel pan runs (default: nproc)
 #   SPIN_KEEP=1                 keep the work directory (pan, trails, logs)
 #   SPIN=/path/to/spin, CC=cc   the tools (default: spin and gcc from PATH)
@@ -53,13 +53,26 @@ JOB_LIST=(
   "idle-2w|pass|idle.pml|-DNW=2 -DEXT_ITEMS=2 -DINT_ITEMS=2|-O0|-m100000|"
   "idle-1w|pass|idle.pml|-DNW=1 -DEXT_ITEMS=2 -DINT_ITEMS=2|-O0|-m100000|"
   "idle-2w-driver|pass|idle.pml|-DNW=2 -DEXT_ITEMS=1 -DINT_ITEMS=2 -DSPONTANEOUS=2|-O0|-m100000|"
+  # -- who watches the driver (spec/driver_watch.pml): interest never stranded -------------
+  "driver-3w|pass|driver_watch.pml|-DNW=3 -DTASKS=1 -DARMS=1 -DSPAWNS=1|-O0|-m100000|"
+  "driver-2w|pass|driver_watch.pml|-DNW=2 -DTASKS=2 -DARMS=3 -DSPAWNS=1 -DSPURIOUS=1|-O0|-m100000|"
+  "driver-ok-stale-interest|pass|driver_watch.pml|-DSTALE_INTEREST -DNW=2 -DTASKS=2 -DARMS=3 -DSPAWNS=1|-O0|-m100000|"
+  "driver-ok-all-futex|pass|driver_watch.pml|-DALL_FUTEX -DNW=2 -DTASKS=2 -DARMS=3 -DSPAWNS=1|-O0|-m100000|"
+  "driver-1w|pass|driver_watch.pml|-DNW=1 -DTASKS=2 -DARMS=3 -DSPAWNS=1|-O0|-m100000|"
   # -- broken variants: the model must catch them ------------------------------------------
   "idle-broken-lone-worker|fail|idle.pml|-DBROKEN_LONE_NOT_SEARCHING -DNW=1 -DEXT_ITEMS=1 -DINT_ITEMS=2|-O0|-m100000|assertion violated (pending==0)"
   "idle-broken-stale-token|fail|idle.pml|-DBROKEN_STALE_TOKEN -DSPONTANEOUS=1 -DNW=2 -DEXT_ITEMS=1 -DINT_ITEMS=1|-O0|-m100000|assertion violated (nsleep<2)"
   "idle-broken-no-recheck|fail|idle.pml|-DBROKEN_NO_RECHECK -DNW=3 -DEXT_ITEMS=1 -DINT_ITEMS=0|-O0|-m100000|assertion violated (pending==0)"
+  "driver-broken-no-interest|fail|driver_watch.pml|-DBROKEN_NO_INTEREST -DNW=2|-O0|-m100000|assertion violated ((timers+ios)==0)"
+  "driver-broken-timers-only|fail|driver_watch.pml|-DBROKEN_TIMERS_ONLY -DNW=2|-O0|-m100000|assertion violated ((timers+ios)==0)"
+  "driver-broken-unpark-self|fail|driver_watch.pml|-DBROKEN_NO_UNPARK_SELF -DNW=2|-O0|-m100000|assertion violated (pending==0)"
   # -- vacuity witnesses: these paths must be reachable ------------------------------------
   "idle-witness-chain-wake|fail|idle.pml|-DWITNESS=W_CHAIN|-O0|-m100000|assertion violated (4!=4)"
   "idle-witness-recheck-wake|fail|idle.pml|-DWITNESS=W_RECHECK|-O0|-m100000|assertion violated (5!=5)"
+  "driver-witness-park|fail|driver_watch.pml|-DWITNESS=W_PARK_DELIVER -DNW=2|-O0|-m100000|assertion violated (1!=1)"
+  "driver-witness-poll|fail|driver_watch.pml|-DWITNESS=W_POLL_DELIVER -DNW=2|-O0|-m100000|assertion violated (2!=2)"
+  "driver-witness-busy-holder|fail|driver_watch.pml|-DWITNESS=W_BUSY_HOLDER -DNW=2|-O0|-m100000|assertion violated (3!=3)"
+  "driver-witness-rule-futex|fail|driver_watch.pml|-DWITNESS=W_RULE_FUTEX -DNW=2|-O0|-m100000|assertion violated (4!=4)"
   "task-witness-join-wake|fail|task_state.pml|$FIXES -DWITNESS=W_JOIN_WAKE|-O0|-m100000|assertion violated (1!=1)"
   "task-witness-abort-idle|fail|task_state.pml|$FIXES -DWITNESS=W_ABORT_IDLE|-O0|-m100000|assertion violated (2!=2)"
   "task-witness-requeue|fail|task_state.pml|$FIXES -DWITNESS=W_REQUEUE|-O0|-m100000|assertion violated (3!=3)"
@@ -79,6 +92,7 @@ if [[ -n ${SPIN_FULL:-} ]]; then
     "full-task-all-actors|pass|task_state.pml|$FIXES -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=1 -DJOIN_AWAIT=2 -DREPOLL=1 -DYIELDS=0|-O2 -DCOLLAPSE|-m100000 -w26|"
     "full-idle-3w-driver|pass|idle.pml|-DNW=3 -DEXT_ITEMS=1 -DINT_ITEMS=1 -DSPONTANEOUS=1|-O2 -DCOLLAPSE|-m100000 -w24|"
     "full-idle-3w-4items|pass|idle.pml|-DNW=3 -DEXT_ITEMS=2 -DINT_ITEMS=2|-O2 -DCOLLAPSE|-m100000 -w26|"
+    "full-driver-3w-spurious|pass|driver_watch.pml|-DNW=3 -DTASKS=1 -DARMS=2 -DSPAWNS=1 -DSPURIOUS=1|-O2 -DCOLLAPSE|-m100000 -w25|"
     "${JOB_LIST[@]}"
   )
 fi
