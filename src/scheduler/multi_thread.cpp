@@ -59,7 +59,7 @@ std::size_t multi_thread_scheduler::registry_shard() const noexcept {
     return w ? w->index + 1 : 0;
 }
 
-task_header* multi_thread_scheduler::take_local(task_header* want) noexcept {
+[[gnu::hot]] task_header* multi_thread_scheduler::take_local(task_header* want) noexcept {
     worker* w = this_worker();
     if (!w) return nullptr;
     // The next slot and the staged array are the worker's own: `want` from
@@ -102,7 +102,7 @@ task_header* multi_thread_scheduler::take_ring_top(worker& w, task_header* want)
 }
 
 // ---- producer side ---------------------------------------------------------------
-void multi_thread_scheduler::schedule(task_header* t, schedule_kind kind) {
+[[gnu::hot]] void multi_thread_scheduler::schedule(task_header* t, schedule_kind kind) {
     worker* w = this_worker();
     if (kind == schedule_kind::spawn) {
         if (w) w->counters.tasks_spawned.add();
@@ -157,7 +157,7 @@ void multi_thread_scheduler::enqueue_local(worker& w, task_header* t) {
     }
 }
 
-void multi_thread_scheduler::stage(worker& w, task_header* t) {
+[[gnu::hot]] void multi_thread_scheduler::stage(worker& w, task_header* t) {
     if (w.num_staged == w.staged_cap) publish_staged(w, (w.staged_cap + 1) / 2);
     w.staged[w.num_staged++] = t;
     // A worker searches or sleeps: it wants work now, so make it stealable.
@@ -349,10 +349,13 @@ void multi_thread_scheduler::park(worker& w) {
 // registered: making every parker sleep on its futex made mpsc at 2 workers
 // 3.3x slower (809 to 2,800 ms), the fast wakes pulling the second worker
 // into the channel's traffic (parks 8,500 to 46,000-125,000 a worker).
-// Why no interest is missed: interest is added by a running task; the last
-// parker's to_parked comes after every other worker's (idle_state's mutex),
-// so it sees interest any of them added before parking, and a worker that
-// adds it later parks after it and sees its own.
+// Why no timer or socket is left unwatched: only a task's poll on a worker
+// adds one (current_driver needs the worker's context), and that worker
+// parks later and reads its own write, so it goes for the driver; if the
+// driver is taken, its holder is in epoll_wait or awake, and an awake holder
+// parks later and looks again. Model: spec/driver_watch.pml (spin; it also
+// shows that dropping all_parked() would be just as safe: that was rejected
+// for speed, as above).
 bool multi_thread_scheduler::futex_will_do() const noexcept {
     return !io_driver().has_interest() && idle_.all_parked();
 }

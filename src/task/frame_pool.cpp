@@ -79,7 +79,7 @@ void free_slow(void* block, std::size_t bytes) noexcept {
 
 }  // namespace pool
 
-void free_task_memory(task_header* t) noexcept {
+[[gnu::hot]] void free_task_memory(task_header* t) noexcept {
     if (t->result_dtor) t->result_dtor(t->result_slot());
     std::size_t bytes = t->alloc_size;
     t->~task_header();

@@ -133,7 +133,7 @@ std::uint64_t completed_word(std::uint64_t s, std::uint64_t dropped) noexcept {
 // nobody else can touch the word except abort(), whose CAS only adds
 // CANCELLED: a plain store may overwrite that bit, which is the same as an
 // abort that came after completion. Saves the lock-prefixed CAS.
-bool try_complete_exclusive(task_header* t) noexcept {
+[[gnu::hot]] bool try_complete_exclusive(task_header* t) noexcept {
     // acquire: as complete()'s load.
     std::uint64_t s = t->state.load(std::memory_order_acquire);
     if (refs(s) != 3 || (s & (state::join_waker | state::complete)) || !(s & state::join_interest)) return false;
@@ -177,7 +177,7 @@ bool try_complete_exclusive(task_header* t) noexcept {
 
 // RUNNING is ours; the root finished or the frame was destroyed by cancel.
 // Publishes the outcome, wakes the joiner, drops the life and poll refs.
-void complete(task_header* t, bool handle_is_ours = false) noexcept {
+[[gnu::hot]] void complete(task_header* t, bool handle_is_ours = false) noexcept {
     // Finished normally: its outcome is in the header and the result slot,
     // so the frame goes now, releasing the task's parameters and resources
     // before anyone learns it completed. (A root whose frame holds nothing
@@ -219,7 +219,7 @@ scheduler* current_scheduler() noexcept { return tls_context.sched; }
     throw std::logic_error(std::string(what) + ": awaited outside a task running on an aspen runtime");
 }
 
-task_header& require_current_task(const char* what) {
+[[gnu::hot]] task_header& require_current_task(const char* what) {
     if (!tls_context.current) throw_outside_task(what);
     return *tls_context.current;
 }
@@ -301,7 +301,7 @@ void init_header(task_header* t) noexcept {
 }
 }  // namespace
 
-void spawn_root(scheduler* s, task_header* t) {
+[[gnu::hot]] void spawn_root(scheduler* s, task_header* t) {
     init_header(t);
     t->spawned = true;
     t->sched = s;
@@ -371,7 +371,7 @@ bool register_join_waker(task_header* t, const aspen::waker& w) {
     }
 }
 
-void drop_join_handle(task_header* t, bool observed) noexcept {
+[[gnu::hot]] void drop_join_handle(task_header* t, bool observed) noexcept {
     if (observed) {
         // The outcome was taken (so t is COMPLETE). With one reference left,
         // it is ours and nobody else can reach t: free without an RMW.
@@ -505,7 +505,7 @@ bool start_poll(task_header* t) noexcept {
 // runs end with the task complete (try_complete_exclusive); one that
 // suspends goes through settle_inlined first.
 // false: cancelled while queued, destroyed and completed here.
-bool start_inline(task_header* t) noexcept {
+[[gnu::hot]] bool start_inline(task_header* t) noexcept {
     // acquire: the previous poller's frame writes (a task that yielded).
     if (t->state.load(std::memory_order_acquire) & state::cancelled) {
         cancel_running(t);
@@ -588,7 +588,7 @@ bool adoptable(task_header* t) noexcept {
 // helping cannot keep the worker from its fairness checks for long. Suspend
 // for real (register the join waker) only when there is no local work or
 // no budget left.
-std::coroutine_handle<> continue_join(task_header* joiner) noexcept {
+[[gnu::hot]] std::coroutine_handle<> continue_join(task_header* joiner) noexcept {
     task_header* target = joiner->join_target;
     scheduler* s = joiner->sched;
     for (;;) {
@@ -610,7 +610,7 @@ std::coroutine_handle<> continue_join(task_header* joiner) noexcept {
 
 }  // namespace
 
-std::coroutine_handle<> on_root_final(task_header* t) noexcept {
+[[gnu::hot]] std::coroutine_handle<> on_root_final(task_header* t) noexcept {
     task_header* joiner = std::exchange(t->inline_parent, nullptr);
     if (!joiner) {
         t->root_done = true;  // the poller completes it after resume() returns
@@ -629,7 +629,7 @@ namespace {
 [[gnu::noinline]] void publish_shared_completion(task_header* t) noexcept { publish_completion(t, false); }
 }  // namespace
 
-void finish_adopted(task_header* t, bool nothing_to_destroy) noexcept {
+[[gnu::hot]] void finish_adopted(task_header* t, bool nothing_to_destroy) noexcept {
     task_header* joiner = std::exchange(t->inline_parent, nullptr);
     t->inline_notified = false;
     resume_joiner(joiner);
@@ -644,7 +644,7 @@ void finish_adopted(task_header* t, bool nothing_to_destroy) noexcept {
     if (!try_complete_exclusive(t)) publish_shared_completion(t);
 }
 
-std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, join_leaf* leaf, leaf_poll_fn poll,
+[[gnu::hot]] std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, join_leaf* leaf, leaf_poll_fn poll,
                                         task_header* child) noexcept {
     task_header* joiner = tls_context.current;
     suspend_on_leaf(h, leaf, poll);
