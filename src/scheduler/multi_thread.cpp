@@ -343,8 +343,8 @@ void multi_thread_scheduler::park(worker& w) {
 
 // The last worker to park, with no fd registered and no timer armed, sleeps
 // on its futex, not in epoll_wait: nothing can end its park but an unpark,
-// and a futex wake reaches it in 1 to 2 us where the driver's eventfd took
-// about 16 us (aspen-micro's wake from another thread, one worker). Any
+// and a futex wake reaches it in about 1 to 4 us where the driver's eventfd
+// took 16 to 19 us (aspen-micro's wake from another thread, one worker). Any
 // other parker still takes the driver when it is free, even with nothing
 // registered: making every parker sleep on its futex made mpsc at 2 workers
 // 3.3x slower (809 to 2,800 ms), the fast wakes pulling the second worker

@@ -644,8 +644,8 @@ namespace {
     if (!try_complete_exclusive(t)) publish_shared_completion(t);
 }
 
-[[gnu::hot]] std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, join_leaf* leaf, leaf_poll_fn poll,
-                                        task_header* child) noexcept {
+[[gnu::hot]] std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, join_leaf* leaf,
+                                                     leaf_poll_fn poll, task_header* child) noexcept {
     task_header* joiner = tls_context.current;
     suspend_on_leaf(h, leaf, poll);
     joiner->join_target = child;
