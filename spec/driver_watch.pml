@@ -177,49 +177,16 @@ byte spawns = SPAWNS;
 
 #define stopping (pending == 0)
 
-/* ---- the idle protocol, as in spec/idle.pml ------------------------------------- */
+/* ---- the idle protocol: the wake decision is idle.pml's, shared ------------------ */
 
-inline should_wake_step(res) {
-  atomic {
-    assert(unparked + nsleep == NW);
-    if
-    :: searching == 0 && unparked < NW -> res = 1
-    :: else -> res = 0; assert(searching > 0 || nsleep == 0)
-    fi
-  }
-}
-
-/* idle_state::worker_to_notify + parker::unpark */
-inline notify_one(w, res) {
-  w = NONE;
-  should_wake_step(res);
-  if
-  :: res ->
-     atomic {
-       mtx == 0 -> mtx = 1;
-       if
-       :: searching == 0 && unparked < NW && nsleep > 0 -> res = 1
-       :: else -> res = 0; assert(searching > 0 || nsleep == 0); mtx = 0
-       fi
-     }
-     if
-     :: res -> d_step { unparked++; searching++; nsleep--; w = sleepers[nsleep]; sleepers[nsleep] = 0; mtx = 0 }
-     :: else -> skip
-     fi
-  :: else -> skip
-  fi;
-  if
-  :: w != NONE -> d_step { token[w] = 1; w = 0; res = 0 }
-  :: else -> d_step { w = 0; res = 0 }
-  fi
-}
+#include "idle_notify.pml"
 
 /* schedule() of a woken or spawned task on this worker: the next slot; a
  * displaced task goes to the ring (push_local: push, notify_one) */
 inline schedule_here(w, res) {
   if
   :: nxt == 0 -> nxt = 1
-  :: else -> ready++; notify_one(w, res)
+  :: else -> ready++; notify_one(w, res, 0)
   fi
 }
 
@@ -299,7 +266,7 @@ inline found_work(w, res) {
      srch = 0;
      d_step { res = (searching == 1); searching-- }
      if
-     :: res -> notify_one(w, res)
+     :: res -> notify_one(w, res, 0)
      :: else -> skip
      fi
   :: else -> skip
@@ -372,7 +339,7 @@ inline park(fw, took, notified, w, res) {
   if
   :: res ->                   /* notify_if_work_pending */
      if
-     :: ready > 0 -> notify_one(w, res)
+     :: ready > 0 -> notify_one(w, res, 0)
      :: else -> skip
      fi
   :: else -> skip

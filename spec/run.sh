@@ -106,8 +106,9 @@ run_job() {
   local start=$SECONDS
   (
     cd "$dir" || exit 3
-    # a private copy: pan names its trail file after the model it was made from
-    cp "$SPEC_DIR/$model" . || exit 3
+    # a private copy (with the file the models include): pan names its trail
+    # file after the model it was made from
+    cp "$SPEC_DIR/$model" "$SPEC_DIR/idle_notify.pml" . || exit 3
     # shellcheck disable=SC2086
     "$SPIN" -a $defs "$model" >spin.out 2>&1 || { cat spin.out; exit 3; }
     # shellcheck disable=SC2086
