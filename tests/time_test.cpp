@@ -29,16 +29,22 @@ aspen::config paused(std::size_t n) {
     return c;
 }
 
-// Runs body on a multi-threaded runtime of n workers, or on a
-// current_thread_runtime for n == 0.
-template <class T>
-T run_on(std::size_t n, const aspen::config& c, aspen::task<T> body) {
+// Builds a multi-threaded runtime of n workers, or a current_thread_runtime
+// for n == 0, and returns use(rt).
+template <class F>
+auto on_runtime(std::size_t n, const aspen::config& c, F use) {
     if (n == 0) {
         aspen::current_thread_runtime rt(c);
-        return rt.block_on(std::move(body));
+        return use(rt);
     }
     aspen::runtime rt(c);
-    return rt.block_on(std::move(body));
+    return use(rt);
+}
+
+// Runs body on the runtime for n (as on_runtime).
+template <class T>
+T run_on(std::size_t n, const aspen::config& c, aspen::task<T> body) {
+    return on_runtime(n, c, [&](auto& rt) { return rt.block_on(std::move(body)); });
 }
 
 class TimeWorkers : public ::testing::TestWithParam<std::size_t> {};
@@ -88,15 +94,10 @@ TEST_P(TimeWorkers, PausedClockJumpsToTheNextTimerWhenIdle) {
     EXPECT_LT(slept, 3h + 1ms);  // the clock moved to the deadline, not past it
 }
 
-// Builds the runtime for n (0: current_thread) and block_on(make(rt)).
+// Builds the runtime for n (as on_runtime) and block_on(make(rt)).
 template <class F>
 auto with_runtime(std::size_t n, const aspen::config& c, F make) {
-    if (n == 0) {
-        aspen::current_thread_runtime rt(c);
-        return rt.block_on(make(rt));
-    }
-    aspen::runtime rt(c);
-    return rt.block_on(make(rt));
+    return on_runtime(n, c, [&](auto& rt) { return rt.block_on(make(rt)); });
 }
 
 std::size_t cfg_workers(std::size_t n) { return n ? n : 1; }
@@ -310,20 +311,13 @@ TEST_P(TimeWorkers, TimerArmedAfterTheRuntimeWentIdleFires) {
     int fired = 0;
     within(60s, "timers armed on an idle runtime", [&] {
         auto once = []() -> aspen::task<void> { co_await aspen::sleep(2ms); };
-        auto all = [&](auto& rt) {
+        on_runtime(GetParam(), workers(cfg_workers(GetParam())), [&](auto& rt) {
             for (int r = 0; r < rounds; ++r) {
                 std::this_thread::sleep_for(5ms);  // every worker parks
                 rt.block_on(once());
                 ++fired;
             }
-        };
-        if (GetParam() == 0) {
-            aspen::current_thread_runtime rt(workers(1));
-            all(rt);
-        } else {
-            aspen::runtime rt(workers(GetParam()));
-            all(rt);
-        }
+        });
     });
     EXPECT_EQ(fired, rounds);
 }
