@@ -96,27 +96,13 @@ struct doorbell {
 
     // From the benchmark thread: ring once, wait for the answer.
     void ring_and_wait(std::int64_t n) {
-        aspen::waker w;
-        {
-            std::lock_guard lock(m);
-            rung = true;
-            w = std::move(waiter);
-        }
-        w.wake();
+        set_and_wake(rung);
         // acquire: the task's answer (nothing else is read, but it keeps
         // the round trip ordered).
         while (answered.load(std::memory_order_acquire) != n) {
         }
     }
-    void close() {
-        aspen::waker w;
-        {
-            std::lock_guard lock(m);
-            closed = true;
-            w = std::move(waiter);
-        }
-        w.wake();
-    }
+    void close() { set_and_wake(closed); }
     // The task's side: ready once rung (or closed); the waker is stored
     // under the same lock, so a ring between the check and the store is
     // never lost.
@@ -129,6 +115,19 @@ struct doorbell {
         }
         waiter = cx.waker();
         return aspen::pending;
+    }
+
+private:
+    // Sets the flag under the lock and wakes the waiting task, if any,
+    // after it.
+    void set_and_wake(bool& flag) {
+        aspen::waker w;
+        {
+            std::lock_guard lock(m);
+            flag = true;
+            w = std::move(waiter);
+        }
+        w.wake();
     }
 };
 
