@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -383,6 +384,77 @@ TEST(Tcp, LoopbackReplyRunsOnTheWorkerThatSentTheRequest) {
     // Nearly every send found its peer ready (no pause); some were skipped
     // because the other worker held the reactor.
     EXPECT_GT(rt.metrics().total().send_polls, total / 4);
+}
+
+// Whether this kernel reports the receive queue's length with each TCP
+// read (TCP_INQ, Linux 4.18+); aspen reads without it otherwise.
+bool kernel_reports_inq() {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    bool ok = fd >= 0 && ::setsockopt(fd, IPPROTO_TCP, TCP_INQ, &one, sizeof one) == 0;
+    if (fd >= 0) ::close(fd);
+    return ok;
+}
+
+// A TCP read that fills its buffer learns from TCP_INQ whether it emptied
+// the receive queue (tcp.cpp), so the next read waits for readiness
+// instead of spending a syscall on EAGAIN. One worker ping-pongs a byte
+// with an echo task: each round the client's read_exact(1) takes the whole
+// reply, and its next read comes right after its next write, before the
+// echo task ran. Without TCP_INQ each of those reads meets EAGAIN (about
+// one io_would_block a round, checked by hand); with it, only a few
+// set-up syscalls do (accept, connect, the echo's first read).
+TEST(Tcp, ReadThatEmptiedTheQueueSparesTheNextReadItsEagain) {
+    if (!kernel_reports_inq()) GTEST_SKIP() << "this kernel has no TCP_INQ";
+    constexpr std::size_t rounds = 200;
+    aspen::runtime rt(aspen_test::workers(1));
+    std::uint64_t empty_reads = 0;
+    aspen_test::within(60s, "single-worker TCP ping-pong", [&] {
+        empty_reads = rt.block_on([&]() -> task<std::uint64_t> {
+            std::uint64_t before = rt.metrics().io_would_block;
+            auto [client, server] = co_await connected_pair();
+            auto echo = aspen::spawn(net_test::echo_connection(std::move(server)));
+            co_await net_test::ping_bytes(client, rounds);
+            std::uint64_t spent = rt.metrics().io_would_block - before;
+            client.shutdown(aspen::shutdown_mode::write);
+            co_await echo;
+            co_return spent;
+        }());
+    });
+    std::fprintf(stderr, "reads and other socket syscalls that met EAGAIN in %zu round trips: %llu\n", rounds,
+                 static_cast<unsigned long long>(empty_reads));
+    EXPECT_LT(empty_reads, rounds / 10);
+}
+
+// What a read that emptied the queue leaves behind must still see what
+// comes later: more bytes (only the next edge can say so now) and the end
+// of the stream. The client takes exactly what was sent each time.
+TEST(Tcp, ReadThatEmptiedTheQueueStillSeesLaterBytesAndEof) {
+    for (std::size_t n : {1u, 2u}) {
+        aspen::runtime rt(aspen_test::workers(n));
+        aspen_test::within(60s, "reads after an emptied queue", [&] {
+            rt.block_on([]() -> task<void> {
+                auto [client, server] = co_await connected_pair();
+                char buf[8] = {};
+                for (int r = 0; r < 20; ++r) {
+                    char out[8];
+                    for (int i = 0; i < 8; ++i) out[i] = net_test::pattern_byte(0, static_cast<std::size_t>(r), static_cast<std::size_t>(i));
+                    auto late = aspen::spawn([](tcp_stream& s, const char* bytes, bool wait) -> task<void> {
+                        if (wait) co_await aspen::sleep(2ms);  // the reader waits by then
+                        co_await s.write_all(bytes, 8);
+                    }(server, out, r % 2 == 1));
+                    EXPECT_EQ(co_await client.read_exact(buf, sizeof buf), sizeof buf);
+                    EXPECT_EQ(std::string(buf, 8), std::string(out, 8));
+                    co_await late;
+                }
+                co_await server.write_all("last", 4);
+                server.shutdown(aspen::shutdown_mode::write);
+                EXPECT_EQ(co_await client.read_exact(buf, 4), 4u);
+                EXPECT_EQ(std::string(buf, 4), "last");
+                EXPECT_EQ(co_await client.read(buf, sizeof buf), 0u);  // EOF after the emptied queue
+            }());
+        });
+    }
 }
 
 // The same poll when the loopback peer is another process: it finds

@@ -38,6 +38,8 @@ struct runtime_metrics {
     std::uint64_t injector_depth = 0;     // tasks waiting in the injector now
     std::uint64_t timers_armed = 0;       // timers waiting in the timing wheel now
     std::uint64_t io_registrations = 0;   // sockets registered with the reactor now
+    std::uint64_t io_would_block = 0;     // socket syscalls that found nothing to do (EAGAIN,
+                                          // a connect in progress) before waiting for readiness
 
     worker_metrics total() const noexcept;
 };

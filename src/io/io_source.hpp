@@ -70,6 +70,11 @@ struct io_source {
     // before the socket is shared): its sends may make a task of this very
     // runtime ready, which poll_after_send then harvests on this worker.
     bool loopback_peer = false;
+    // A TCP stream whose reads report the bytes left in the receive queue
+    // (TCP_INQ, Linux 4.18+; set by enable_inq before the socket is shared).
+    // A read that fills the caller's buffer then still learns whether it
+    // drained the queue, as a short read does.
+    bool reports_inq = false;
 };
 
 // Throws the ECANCELED error of an operation whose socket was closed.
@@ -90,7 +95,9 @@ enum class attempt_result {
                   // empty (a short stream read) or full (a short stream
                   // write): clear readiness too, sparing the next operation
                   // a syscall that would only say EAGAIN
-    would_block,  // EAGAIN (or drained, as above): clear readiness, wait for the next edge
+    would_block,  // EAGAIN: clear readiness, wait for the next edge
+    progress_drained,  // partial progress, and drained as above: the same
+                       // as would_block without a syscall that found nothing
     again,        // EINTR or partial progress: try again now
 };
 
@@ -130,6 +137,10 @@ bool drive(io_claim& c, context& cx, const char* what, Attempt&& attempt) {
                     end_op(c);
                     return true;
                 case attempt_result::would_block:
+                    r.count_would_block();
+                    r.clear_readiness(s.reg, ev);
+                    break;
+                case attempt_result::progress_drained:
                     r.clear_readiness(s.reg, ev);
                     break;
                 case attempt_result::again:

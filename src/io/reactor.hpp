@@ -169,6 +169,13 @@ public:
     void wake() noexcept;
     // Registrations alive now (a snapshot; any thread).
     std::size_t registered() const noexcept { return registered_.load(std::memory_order_relaxed); }
+    // A socket syscall on one of our registrations said EAGAIN (drive()):
+    // counted for runtime_metrics::io_would_block. Any thread.
+    void count_would_block() noexcept {
+        // relaxed: a statistic; nothing is published through it.
+        would_blocks_.fetch_add(1, std::memory_order_relaxed);
+    }
+    std::uint64_t would_blocks() const noexcept { return would_blocks_.load(std::memory_order_relaxed); }
 
     // wait()'s second half, exposed so tests can replay a stale event. Same
     // thread rule as wait().
@@ -193,6 +200,7 @@ private:
     // which skip their non-blocking poll while it is 0 (a registration they
     // miss is polled on a later tick or by the next parker).
     std::atomic<std::size_t> registered_{0};
+    std::atomic<std::uint64_t> would_blocks_{0};  // see count_would_block
 
     // Buffers of the single wait()ing thread, reused (no allocation per event).
     std::vector<epoll_event> events_;

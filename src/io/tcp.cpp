@@ -9,15 +9,51 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <string>
 
 namespace aspen {
 
 using detail::attempt_result;
+
+namespace {
+// Asks the kernel to tell, with every read, how many bytes it left in the
+// receive queue. Best effort: on a kernel or socket type without TCP_INQ
+// (e.g. a Unix stream adopted by from_native) the flag stays clear and
+// reads go on as before.
+void enable_inq(detail::io_source& s) noexcept {
+    int one = 1;
+    s.reports_inq = ::setsockopt(s.fd, IPPROTO_TCP, TCP_INQ, &one, sizeof one) == 0;
+}
+
+// recv, and whether the receive queue was empty right after it (the
+// TCP_CM_INQ message). The kernel reports a received FIN as one byte left,
+// so end of stream is never mistaken for an empty queue.
+ssize_t recv_reporting_inq(int fd, void* data, std::size_t size, bool& queue_empty) noexcept {
+    iovec iov{data, size};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = ::recvmsg(fd, &msg, 0);
+    queue_empty = false;
+    if (n <= 0) return n;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != IPPROTO_TCP || c->cmsg_type != TCP_CM_INQ) continue;
+        int left = 0;
+        std::memcpy(&left, CMSG_DATA(c), sizeof left);
+        queue_empty = left == 0;
+    }
+    return n;
+}
+}  // namespace
 
 bool transfer_awaitable::poll(context& cx) {
     bool exact = kind_ == kind::read_exact || kind_ == kind::write_all;
@@ -26,17 +62,23 @@ bool transfer_awaitable::poll(context& cx) {
     int fd = claim_.src->fd;
     bool finished = detail::drive(claim_, cx, what_, [&] {
         std::size_t want = size_ - done_;
-        ssize_t n = reading ? ::recv(fd, data_ + done_, want, 0) : ::send(fd, data_ + done_, want, MSG_NOSIGNAL);
+        bool queue_empty = false;
+        ssize_t n = !reading                  ? ::send(fd, data_ + done_, want, MSG_NOSIGNAL)
+                    : claim_.src->reports_inq ? recv_reporting_inq(fd, data_ + done_, want, queue_empty)
+                                              : ::recv(fd, data_ + done_, want, 0);
         if (n < 0) return detail::classify_errno(what_);
         done_ += static_cast<std::size_t>(n);
         // On a stream, recv/send stop short only when the receive queue is
         // empty / the send buffer full (Linux TCP and Unix stream sockets
         // copy until one or the other); the next edge will say when that
-        // changes. Datagram sockets tell nothing of the kind.
-        bool drained = stream_ && n > 0 && static_cast<std::size_t>(n) < want;
+        // changes. A TCP read that filled the buffer knows it from TCP_INQ:
+        // a client's read_exact of a whole reply then spares its next read
+        // the EAGAIN syscall (tcp_echo: 0.96 of them per round trip before).
+        // Datagram sockets tell nothing of the kind.
+        bool drained = stream_ && n > 0 && (static_cast<std::size_t>(n) < want || queue_empty);
         // A read of 0 is end of stream: done, also for read_exact (short count).
         if (exact && done_ < size_ && (n > 0 || !reading))
-            return drained ? attempt_result::would_block : attempt_result::again;
+            return drained ? attempt_result::progress_drained : attempt_result::again;
         return drained ? attempt_result::done_drained : attempt_result::done;
     });
     // The bytes just sent to a loopback peer are already in its receive
@@ -62,6 +104,7 @@ bool accept_awaitable::poll(context& cx) {
         if (fd >= 0) {
             accepted_ = detail::make_io(fd);
             accepted_.get()->loopback_peer = is_loopback_peer(peer, len);
+            enable_inq(*accepted_.get());
             return attempt_result::done;
         }
         // The connection died in the queue (or a network error Linux
@@ -92,6 +135,7 @@ void connect_awaitable::start() {
     int fd = detail::open_socket(addr_.family(), SOCK_STREAM, what());
     io_ = detail::make_io(fd);
     io_.get()->loopback_peer = addr_.is_loopback();
+    enable_inq(*io_.get());
     claim_.attach(io_.get());
     if (::connect(fd, addr_.native(), addr_.native_size()) == 0) {
         connected_ = true;
@@ -133,7 +177,9 @@ tcp_stream tcp_stream::from_native(int fd) {
     int flags = ::fcntl(fd, F_GETFL);
     if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
         detail::throw_errno(errno, "aspen::tcp_stream::from_native");
-    return tcp_stream(detail::make_io(fd));
+    detail::io_handle io = detail::make_io(fd);
+    enable_inq(*io.get());
+    return tcp_stream(std::move(io));
 }
 
 void tcp_stream::shutdown(shutdown_mode how) {

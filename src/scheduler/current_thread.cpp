@@ -129,6 +129,7 @@ runtime_metrics current_thread_scheduler::metrics() const {
     m.injector_depth = remote_.len();
     m.timers_armed = io_driver().timers_armed();
     m.io_registrations = io_driver().io().registered();
+    m.io_would_block = io_driver().io().would_blocks();
     return m;
 }
 

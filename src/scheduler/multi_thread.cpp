@@ -464,6 +464,7 @@ runtime_metrics multi_thread_scheduler::metrics() const {
     m.injector_depth = injector_.len();
     m.timers_armed = io_driver().timers_armed();
     m.io_registrations = io_driver().io().registered();
+    m.io_would_block = io_driver().io().would_blocks();
     return m;
 }
 
