@@ -1,6 +1,7 @@
 // TCP: echo with many concurrent connections (every byte checked) on 1, 2
 // and 8 workers and on the current-thread runtime, IPv6, half-close, peer
-// reset, refused and timed-out connects, end of stream, and misuse.
+// reset, refused and timed-out connects, end of stream, reads that empty
+// the receive queue (TCP_INQ), send polls, and misuse.
 #include "net_util.hpp"
 
 #include <gtest/gtest.h>
