@@ -149,13 +149,28 @@ TEST_P(NetCancel, AbortMidOperationThenReuseLeaksNothing) {
             EXPECT_EQ(std::string(buf, got_d.size), "dgram");
             EXPECT_EQ(got_d.peer, sender.local_addr());
 
-            // timeout around a read: the read is cancelled, the data that
-            // comes later is not lost.
+            // timeout around a read, given the read itself or a task that
+            // reads: the read is cancelled, the data that comes later is
+            // not lost.
+            EXPECT_THROW(co_await aspen::timeout(5ms, s2.read(buf, 64)), aspen::timed_out);
             auto read_one = [](tcp_stream& s, char* b) -> task<std::size_t> { co_return co_await s.read(b, 64); };
             EXPECT_THROW(co_await aspen::timeout(5ms, read_one(s2, buf)), aspen::timed_out);
             co_await c2.write_all("late");
-            n = co_await s2.read_exact(buf, 4);
+            n = co_await aspen::timeout(10s, s2.read_exact(buf, 4));  // in time: its count
             EXPECT_EQ(std::string(buf, n), "late");
+            // The same for the other operations that wait: accept (the
+            // connection that comes later is accepted), recv_from (the
+            // datagram that comes later is received) and connect (to the
+            // full listener: the half-open socket is closed).
+            EXPECT_THROW(co_await aspen::timeout(5ms, l.accept()), aspen::timed_out);
+            auto [c3, s3] = co_await connected_pair(l);
+            EXPECT_EQ(co_await aspen::timeout(10s, c3.write(std::string_view("m"))), 1u);
+            EXPECT_EQ(co_await s3.read(buf, 1), 1u);
+            EXPECT_THROW(co_await aspen::timeout(5ms, u.recv_from(buf, 64)), aspen::timed_out);
+            co_await sender.send_to("later", u.local_addr());
+            auto got_later = co_await aspen::timeout(10s, u.recv_from(buf, sizeof buf));
+            EXPECT_EQ(std::string(buf, got_later.size), "later");
+            EXPECT_THROW(co_await aspen::timeout(20ms, tcp_stream::connect(full.local_addr())), aspen::timed_out);
         }());
         // Every socket is closed: the descriptors are free again. Reuse them
         // (new sockets get the same numbers) and echo through them.

@@ -387,6 +387,26 @@ TEST(Tcp, LoopbackReplyRunsOnTheWorkerThatSentTheRequest) {
     EXPECT_GT(rt.metrics().total().send_polls, total / 4);
 }
 
+// A stream read or write of 0 bytes completes at once with 0, as recv and
+// send do, even with nothing to read (it used to wait for readiness: for
+// the peer's next bytes, maybe forever), and leaves the stream as it was.
+TEST(Tcp, ZeroByteReadsAndWritesCompleteAtOnce) {
+    aspen::runtime rt(aspen_test::workers(2));
+    aspen_test::within(30s, "zero-byte reads and writes", [&] {
+        rt.block_on([]() -> task<void> {
+            auto [client, server] = co_await connected_pair();
+            char buf[4] = {};
+            EXPECT_EQ(co_await aspen::timeout(10s, server.read(buf, 0)), 0u);  // nothing was sent
+            EXPECT_EQ(co_await aspen::timeout(10s, client.write(buf, 0)), 0u);
+            EXPECT_EQ(co_await aspen::timeout(10s, client.write_all(buf, 0)), 0u);
+            EXPECT_EQ(co_await aspen::timeout(10s, server.read_exact(buf, 0)), 0u);
+            co_await client.write_all("ok");
+            EXPECT_EQ(co_await server.read_exact(buf, 2), 2u);
+            EXPECT_EQ(std::string(buf, 2), "ok");
+        }());
+    });
+}
+
 // Whether this kernel reports the receive queue's length with each TCP
 // read (TCP_INQ, Linux 4.18+); aspen reads without it otherwise.
 bool kernel_reports_inq() {

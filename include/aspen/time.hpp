@@ -29,6 +29,8 @@
 
 #include <chrono>
 #include <coroutine>
+#include <type_traits>
+#include <utility>
 
 namespace aspen {
 
@@ -144,11 +146,18 @@ task<T> timeout(clock::duration d, task<T> t) {
     }
 }
 
-// Any movable awaitable (wrapped into a task). Awaitables that must not
-// move (aspen's channel and lock operations) go in a task of their own:
+// Any movable awaitable, wrapped into a task: a socket operation, a sleep.
+//   std::size_t n = co_await aspen::timeout(1s, stream.read(buf, sizeof buf));
+// On time-out the operation is cancelled as an aborted task's would be
+// (its registration dropped; no data taken from the socket is lost, see
+// net/tcp.hpp). Awaitables that must not move (aspen's channel and lock
+// operations) go in a task of their own:
 //   co_await aspen::timeout(1s, [&]() -> aspen::task<int> { co_return *co_await rx.recv(); }());
 template <class A>
 auto timeout(clock::duration d, A awaitable) -> task<decltype(std::declval<A>().await_resume())> {
+    static_assert(std::is_move_constructible_v<A>,
+                  "aspen::timeout: this awaitable cannot move into the task that timeout runs; "
+                  "await it in a task of your own and pass that task (see the comment above)");
     auto wrap = [](A a) -> task<decltype(std::declval<A>().await_resume())> { co_return co_await std::move(a); };
     return timeout(d, wrap(std::move(awaitable)));
 }

@@ -57,7 +57,10 @@ ssize_t recv_reporting_inq(int fd, void* data, std::size_t size, bool& queue_emp
 
 bool transfer_awaitable::poll(context& cx) {
     bool exact = kind_ == kind::read_exact || kind_ == kind::write_all;
-    if (exact && done_ == size_) return true;  // nothing (left) to do
+    // Nothing (left) to do. A stream read or write of 0 bytes completes at
+    // once, as recv/send would, instead of waiting for readiness first (a
+    // datagram of 0 bytes is a real datagram, so not for those).
+    if ((exact || stream_) && done_ == size_) return true;
     bool reading = kind_ == kind::read || kind_ == kind::read_exact;
     int fd = claim_.src->fd;
     bool finished = detail::drive(claim_, cx, what_, [&] {

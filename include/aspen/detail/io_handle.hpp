@@ -18,6 +18,7 @@
 #include <aspen/detail/task_header.hpp>
 #include <aspen/waker.hpp>
 
+#include <cassert>
 #include <coroutine>
 #include <exception>
 #include <utility>
@@ -103,6 +104,11 @@ struct io_claim {
     bool held = false;
 
     io_claim(io_source* s, bool w) noexcept : write(w) { attach(s); }
+    // Only before the operation's first poll (see io_awaitable), when no
+    // slot is held yet: the reference moves along.
+    io_claim(io_claim&& other) noexcept : src(std::exchange(other.src, nullptr)), write(other.write) {
+        assert(!other.held && "aspen: a socket operation moved after it started");
+    }
     io_claim(const io_claim&) = delete;
     io_claim& operator=(const io_claim&) = delete;
     // An operation destroyed before it completed (abort, a lost race):
@@ -121,13 +127,15 @@ struct io_claim {
 // Base of the socket awaitables: spends one unit of coop budget per
 // operation (when it is spent, the operation yields first and runs in the
 // task's next poll), then polls D::poll(context&) as a leaf. An exception
-// from poll is rethrown by await_resume, in the awaiting task. Awaitables
-// are not movable (the task points at them while suspended); they live in
-// the awaiting coroutine's frame.
+// from poll is rethrown by await_resume, in the awaiting task. An awaitable
+// may be moved until it is awaited, so that aspen::timeout can take one
+// into a task of its own; once awaited the task points at it, and it stays
+// in the awaiting coroutine's frame, which nothing moves.
 template <class D>
 class io_awaitable {
 public:
     io_awaitable() = default;
+    io_awaitable(io_awaitable&& other) noexcept : error_(std::move(other.error_)), budget_ok_(other.budget_ok_) {}
     io_awaitable(const io_awaitable&) = delete;
     io_awaitable& operator=(const io_awaitable&) = delete;
 

@@ -49,6 +49,9 @@
 //               consumed from the stream; the caller does not learn how many.
 //   write_all   NOT cancel-safe: a prefix of the data may have been sent.
 //   connect     cancel-safe: the half-open socket is closed (no fd leak).
+// Each operation can be given to aspen::timeout as it is (it moves into the
+// task timeout runs; after its first await it no longer moves):
+//   std::size_t n = co_await aspen::timeout(1s, stream.read(buf, sizeof buf));
 #pragma once
 
 #include <aspen/detail/io_handle.hpp>
@@ -140,7 +143,8 @@ namespace detail {
 template <class D>
 class stream_reads {
 public:
-    // Up to size bytes; 0 means end of stream (or size == 0).
+    // Up to size bytes; 0 means end of stream (or size == 0: then at once,
+    // without waiting for data).
     transfer_awaitable read(void* data, std::size_t size) {
         return make(transfer_awaitable::kind::read, D::read_what, data, size);
     }
@@ -165,7 +169,7 @@ private:
 template <class D>
 class stream_writes {
 public:
-    // Some bytes (at least one unless size == 0); returns how many.
+    // Some bytes (at least one unless size == 0: then 0 at once); returns how many.
     transfer_awaitable write(const void* data, std::size_t size) {
         return make(transfer_awaitable::kind::write, D::write_what, data, size);
     }
