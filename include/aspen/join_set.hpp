@@ -124,6 +124,7 @@ public:
     using value_type = std::optional<detail::or_monostate<T>>;
 
     explicit join_set_next_awaitable(join_set<T>* set) noexcept : set_(set) {}
+    join_set_next_awaitable(join_set_next_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
     ~join_set_next_awaitable();
     value_type await_resume();
 

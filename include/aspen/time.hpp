@@ -146,13 +146,16 @@ task<T> timeout(clock::duration d, task<T> t) {
     }
 }
 
-// Any movable awaitable, wrapped into a task: a socket operation, a sleep.
+// Any movable awaitable, wrapped into a task: every aspen operation that
+// waits (socket operations, sleeps, channel, lock and notify operations)
+// moves until it is first awaited.
 //   std::size_t n = co_await aspen::timeout(1s, stream.read(buf, sizeof buf));
-// On time-out the operation is cancelled as an aborted task's would be
-// (its registration dropped; no data taken from the socket is lost, see
-// net/tcp.hpp). Awaitables that must not move (aspen's channel and lock
-// operations) go in a task of their own:
-//   co_await aspen::timeout(1s, [&]() -> aspen::task<int> { co_return *co_await rx.recv(); }());
+//   std::optional<int> v = co_await aspen::timeout(1s, rx.recv());
+// On time-out the operation is cancelled as an aborted task's would be (its
+// registration or place in a wait list given up; what its cancel-safety
+// note promises is kept: see net/tcp.hpp and the sync headers). An
+// awaitable that cannot move goes in a task of its own:
+//   co_await aspen::timeout(1s, [&]() -> aspen::task<int> { co_return co_await pinned_op(); }());
 template <class A>
 auto timeout(clock::duration d, A awaitable) -> task<decltype(std::declval<A>().await_resume())> {
     static_assert(std::is_move_constructible_v<A>,

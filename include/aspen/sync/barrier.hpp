@@ -55,6 +55,7 @@ public:
     static constexpr const char* awaited_what = "aspen::barrier::wait";
 
     explicit barrier_wait_awaitable(barrier* b) noexcept : b_(b) {}
+    barrier_wait_awaitable(barrier_wait_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
     ~barrier_wait_awaitable();
     barrier_wait_result await_resume() {
         rethrow_if_error();

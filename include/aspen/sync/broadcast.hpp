@@ -180,6 +180,7 @@ public:
     static constexpr const char* awaited_what = "aspen::broadcast_receiver::recv";
 
     broadcast_recv_awaitable(detail::sync::bcast<T>* c, std::uint64_t* next) noexcept : c_(c), next_(next) {}
+    broadcast_recv_awaitable(broadcast_recv_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
     ~broadcast_recv_awaitable() {
         wait_.abandon(c_->lock, [&] { c_->roll_back_locked(*next_, before_, result_); });
     }

@@ -58,6 +58,7 @@ public:
     public:
         static constexpr const char* awaited_what = "aspen::event/latch wait";
         explicit awaitable(gate& g) noexcept : g_(&g) {}
+        awaitable(awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
         ~awaitable() {
             std::lock_guard lock(g_->mutex_);
             if (node_.linked()) node_.unlink();

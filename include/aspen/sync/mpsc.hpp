@@ -210,6 +210,7 @@ public:
     static constexpr const char* awaited_what = "aspen::mpsc_sender::send";
 
     mpsc_send_awaitable(detail::sync::chan<T>* c, T v) : c_(c), value_(std::move(v)) {}
+    mpsc_send_awaitable(mpsc_send_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
     ~mpsc_send_awaitable() {
         if (phase_ != phase::waiting) return;
         aspen::waker w;
@@ -353,6 +354,7 @@ public:
     static constexpr const char* awaited_what = "aspen::mpsc_receiver::recv";
 
     explicit mpsc_recv_awaitable(detail::sync::chan<T>* c) noexcept : c_(c) {}
+    mpsc_recv_awaitable(mpsc_recv_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
     ~mpsc_recv_awaitable() {
         if (phase_ == phase::waiting) {
             aspen::waker stale;  // ours; dropped after the lock is released

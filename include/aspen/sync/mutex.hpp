@@ -75,6 +75,7 @@ public:
     static constexpr const char* awaited_what = "aspen::mutex::lock";
 
     explicit mutex_lock_awaitable(aspen::mutex* m) noexcept : m_(m) {}
+    mutex_lock_awaitable(mutex_lock_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
     ~mutex_lock_awaitable();
     mutex_guard await_resume();
 

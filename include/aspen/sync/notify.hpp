@@ -48,6 +48,7 @@ public:
     static constexpr const char* awaited_what = "aspen::notify::notified";
 
     notified_awaitable(notify* n, std::uint64_t generation) noexcept : n_(n), generation_(generation) {}
+    notified_awaitable(notified_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
     ~notified_awaitable();
     void await_resume() {
         rethrow_if_error();

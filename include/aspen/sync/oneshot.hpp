@@ -148,6 +148,7 @@ public:
         static constexpr const char* awaited_what = "aspen::oneshot_receiver";
 
         explicit awaitable(oneshot_receiver* rx) noexcept : rx_(rx) {}
+        awaitable(awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
         ~awaitable() {
             if (!waiting_) return;
             aspen::waker stale;  // dropped after the lock is released

@@ -85,6 +85,7 @@ public:
     static constexpr const char* awaited_what = "aspen::semaphore::acquire";
 
     semaphore_acquire_awaitable(semaphore* s, std::size_t n) noexcept : s_(s) { node_.needed = n; }
+    semaphore_acquire_awaitable(semaphore_acquire_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
     ~semaphore_acquire_awaitable();
     semaphore_permit await_resume();
 

@@ -31,6 +31,7 @@
 #include <aspen/waker.hpp>
 
 #include <array>
+#include <cassert>
 #include <coroutine>
 #include <cstddef>
 #include <exception>
@@ -131,14 +132,23 @@ inline void store_waker(aspen::waker& slot, const aspen::context& cx) {
     if (!slot.will_wake(cx.waker())) slot = cx.waker();
 }
 
+// An operation may be moved until it is first awaited or polled, so that
+// aspen::timeout can take one into a task of its own (every derived
+// operation is in its initial phase then: nothing points at it and its
+// destructor does nothing); from then on the task or a waiter list points
+// at it, and it stays where it is (in the awaiting coroutine's frame).
 template <class Derived>
 class leaf_awaitable {
 public:
     leaf_awaitable() = default;
+    leaf_awaitable(leaf_awaitable&& other) noexcept : error_(std::move(other.error_)) {
+        assert(!other.started_ && "aspen: an operation moved after it was awaited or polled");
+    }
     leaf_awaitable(const leaf_awaitable&) = delete;
     leaf_awaitable& operator=(const leaf_awaitable&) = delete;
 
     bool await_ready() {
+        started_ = true;
         return detail::poll_budgeted_leaf(Derived::awaited_what, static_cast<leaf_awaitable*>(this), &thunk);
     }
     void await_suspend(std::coroutine_handle<> h) noexcept {
@@ -149,7 +159,10 @@ public:
     // (aspen::select): polls this leaf without awaiting it. True when ready;
     // then await_resume gives the outcome. A leaf never completed this way
     // is simply destroyed, and its destructor gives up its place.
-    bool poll_as_branch(aspen::context& cx) noexcept { return thunk(this, cx); }
+    bool poll_as_branch(aspen::context& cx) noexcept {
+        started_ = true;
+        return thunk(this, cx);
+    }
 
 protected:
     ~leaf_awaitable() = default;
@@ -176,6 +189,7 @@ private:
     }
 
     std::exception_ptr error_;
+    bool started_ = false;  // awaited or polled: no longer movable (checked by an assert)
 };
 
 }  // namespace aspen::detail::sync

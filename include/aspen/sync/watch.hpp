@@ -99,6 +99,7 @@ public:
     static constexpr const char* awaited_what = "aspen::watch_receiver::changed";
 
     watch_changed_awaitable(detail::sync::watch_state<T>* c, std::uint64_t* seen) noexcept : c_(c), seen_(seen) {}
+    watch_changed_awaitable(watch_changed_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
     ~watch_changed_awaitable() {
         // Completed but never handed out: not seen after all.
         wait_.abandon(c_->lock, [&] { *seen_ = before_; });
