@@ -79,6 +79,16 @@ TEST_P(SyncTimeout, EveryWaitingOperationTimesOutAndLosesNothing) {
             auto got = co_await aspen::timeout(10s, brx.recv());
             EXPECT_TRUE(got.has_value());
             EXPECT_EQ(got ? *got : -1, 7);
+            // oneshot (an operator co_await, given by value): the receiver
+            // goes with the timed-out wait, so a later send gets its value
+            // back; one in time gives the value.
+            auto [otx, orx] = aspen::oneshot_channel<int>();
+            EXPECT_THROW(co_await aspen::timeout(5ms, std::move(orx)), aspen::timed_out);
+            EXPECT_EQ(otx.send(5), std::optional<int>(5));
+            auto [otx2, orx2] = aspen::oneshot_channel<int>();
+            EXPECT_FALSE(otx2.send(6).has_value());
+            EXPECT_EQ(co_await aspen::timeout(10s, std::move(orx2)), std::optional<int>(6));
+
             auto [wtx, wrx] = aspen::watch_channel<int>(0);
             EXPECT_THROW(co_await aspen::timeout(5ms, wrx.changed()), aspen::timed_out);
             EXPECT_FALSE(wtx.send(1).has_value());

@@ -122,6 +122,22 @@ private:
 inline sleep_awaitable sleep_until(clock::time_point deadline) noexcept { return sleep_awaitable(deadline); }
 inline sleep_awaitable sleep(clock::duration d) { return sleep_awaitable(now() + d); }
 
+namespace detail {
+// The awaiter `co_await a` uses (its operator co_await, if it has one) and
+// what that gives.
+template <class A>
+decltype(auto) awaiter_of(A&& a) {
+    if constexpr (requires { static_cast<A&&>(a).operator co_await(); }) return static_cast<A&&>(a).operator co_await();
+    else return static_cast<A&&>(a);
+}
+template <class A>
+using await_result_t = decltype(awaiter_of(std::declval<A>()).await_resume());
+template <class A>
+inline constexpr bool is_join_handle = false;
+template <class T>
+inline constexpr bool is_join_handle<join_handle<T>> = true;
+}  // namespace detail
+
 // Runs t as a child task; if it has not finished after d, aborts it and
 // throws timed_out (the child's destructors have run by then: no timer or
 // socket registration is left behind). If the child finished in the same
@@ -156,12 +172,21 @@ task<T> timeout(clock::duration d, task<T> t) {
 // note promises is kept: see net/tcp.hpp and the sync headers). An
 // awaitable that cannot move goes in a task of its own:
 //   co_await aspen::timeout(1s, [&]() -> aspen::task<int> { co_return co_await pinned_op(); }());
+// Also what has an operator co_await, such as a oneshot_receiver (given
+// by value: on time-out it is dropped, and a later send gets its value
+// back). Not a join_handle: dropping it would leave the task running, so
+// pass the task itself (then aborted on time-out), or await the handle in
+// a task of your own and keep it.
 template <class A>
-auto timeout(clock::duration d, A awaitable) -> task<decltype(std::declval<A>().await_resume())> {
+auto timeout(clock::duration d, A awaitable) -> task<detail::await_result_t<A>> {
+    static_assert(!detail::is_join_handle<A>,
+                  "aspen::timeout: pass the task itself, timeout(d, make_task()), which is aborted on time-out; "
+                  "a join_handle dropped on time-out would leave its task running (to keep the handle, await it "
+                  "in a task of your own)");
     static_assert(std::is_move_constructible_v<A>,
                   "aspen::timeout: this awaitable cannot move into the task that timeout runs; "
                   "await it in a task of your own and pass that task (see the comment above)");
-    auto wrap = [](A a) -> task<decltype(std::declval<A>().await_resume())> { co_return co_await std::move(a); };
+    auto wrap = [](A a) -> task<detail::await_result_t<A>> { co_return co_await std::move(a); };
     return timeout(d, wrap(std::move(awaitable)));
 }
 
