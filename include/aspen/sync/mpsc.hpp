@@ -210,7 +210,7 @@ public:
     static constexpr const char* awaited_what = "aspen::mpsc_sender::send";
 
     mpsc_send_awaitable(detail::sync::chan<T>* c, T v) : c_(c), value_(std::move(v)) {}
-    mpsc_send_awaitable(mpsc_send_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
+    mpsc_send_awaitable(mpsc_send_awaitable&&) = default;  // until first awaited (see leaf_awaitable); moves the value
     ~mpsc_send_awaitable() {
         if (phase_ != phase::waiting) return;
         aspen::waker w;
