@@ -190,6 +190,14 @@ auto timeout(clock::duration d, A awaitable) -> task<detail::await_result_t<A>> 
     return timeout(d, wrap(std::move(awaitable)));
 }
 
+// timeout with a deadline instead of a duration: the same for a task or an
+// awaitable. A deadline already past times out at once (the operation does
+// not get to run first).
+template <class A>
+auto timeout_at(clock::time_point deadline, A op) {
+    return timeout(deadline - now(), std::move(op));
+}
+
 // What interval::tick does when ticks were missed (the task was busy).
 enum class missed_tick {
     burst,  // fire the missed ticks back to back until caught up
