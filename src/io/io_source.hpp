@@ -138,8 +138,7 @@ bool drive(io_claim& c, context& cx, const char* what, Attempt&& attempt) {
                     return true;
                 case attempt_result::would_block:
                     r.count_would_block();
-                    r.clear_readiness(s.reg, ev);
-                    break;
+                    [[fallthrough]];
                 case attempt_result::progress_drained:
                     r.clear_readiness(s.reg, ev);
                     break;
