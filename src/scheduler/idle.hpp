@@ -40,6 +40,8 @@ namespace aspen::detail {
 class idle_state {
 public:
     explicit idle_state(std::size_t workers) : num_workers_(workers) {
+        // relaxed: the constructor runs before any worker thread exists;
+        // starting the threads publishes it.
         state_.store(pack(workers, 0), std::memory_order_relaxed);
         sleepers_.reserve(workers);
     }

@@ -154,6 +154,8 @@ private:
     void notify_if_work_pending();
     bool drain_queues() override;
     worker* this_worker() const noexcept;
+    // acquire: pairs with shutdown()'s release store, so a worker that sees
+    // the flag also sees what shutdown did before it.
     bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
 
     config cfg_;
