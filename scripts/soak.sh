@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Soak (not in CI): builds aspen-soak in the release preset and runs the
-# exactly-once workload on random configurations for <minutes> (default 10).
+# exactly-once and the I/O stress workloads on random configurations for
+# <minutes> (default 10).
 # Extra arguments go to aspen-soak (--seed S, --tasks T). Exits non-zero on
 # any miscount or hang.
 set -euo pipefail

@@ -1,6 +1,7 @@
 // aspen-soak: runs the exactly-once workload (tests/stress/exactly_once_workload.hpp)
-// round after round on randomly configured runtimes for a given time, and
-// fails on the first miscount. Not part of ctest: `scripts/soak.sh <minutes>`.
+// and the I/O workload (tests/stress/io_workload.hpp) round after round on
+// randomly configured runtimes for a given time, and fails on the first
+// miscount. Not part of ctest: `scripts/soak.sh <minutes>`.
 //
 //   aspen-soak --minutes N [--seed S] [--tasks T]
 //
@@ -10,6 +11,7 @@
 // checked. Exit status: 0 all rounds correct, 1 a miscount, 2 bad usage,
 // 3 a round hung (the watchdog: 10 minutes per round).
 #include "../stress/exactly_once_workload.hpp"
+#include "../stress/io_workload.hpp"
 #include "../test_util.hpp"
 
 #include <chrono>
@@ -72,7 +74,7 @@ int main(int argc, char** argv) {
     std::printf("aspen-soak: %.1f minutes, seed %llu\n", o.minutes, static_cast<unsigned long long>(o.seed));
     std::mt19937_64 rng(o.seed);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double, std::ratio<60>>(o.minutes);
-    std::uint64_t rounds = 0, tasks = 0;
+    std::uint64_t rounds = 0, tasks = 0, bytes = 0;
     while (std::chrono::steady_clock::now() < deadline) {
         const aspen::config cfg = random_config(rng);
         const std::uint32_t total = 1000 + static_cast<std::uint32_t>(rng() % o.max_tasks);
@@ -88,12 +90,29 @@ int main(int argc, char** argv) {
             std::printf("MISCOUNT: %s\n", r.first_error.empty() ? "a non-aborted task did not run" : r.first_error.c_str());
             return 1;
         }
-        std::printf("started %llu, finished %llu, aborted %llu: ok\n", static_cast<unsigned long long>(r.started),
+        std::printf("started %llu, finished %llu, aborted %llu: ok; ", static_cast<unsigned long long>(r.started),
                     static_cast<unsigned long long>(r.finished), static_cast<unsigned long long>(r.aborted));
+        io_stress::params io;
+        io.connections = 1 + rng() % 32;
+        io.messages = 20 + rng() % 200;
+        std::printf("I/O %zu connections x %zu messages: ", io.connections, io.messages);
+        std::fflush(stdout);
+        io_stress::report ior;
+        aspen_test::within(std::chrono::seconds(600), "an I/O soak round", [&] { ior = io_stress::run(cfg, io); });
+        if (!ior.first_error.empty()) {
+            std::printf("FAILED: %s\n", ior.first_error.c_str());
+            return 1;
+        }
+        std::printf("%llu bytes echoed, %llu reads and %llu writes timed out: ok\n",
+                    static_cast<unsigned long long>(ior.bytes_echoed),
+                    static_cast<unsigned long long>(ior.reads_timed_out),
+                    static_cast<unsigned long long>(ior.writes_timed_out));
         ++rounds;
         tasks += total;
+        bytes += ior.bytes_echoed;
     }
-    std::printf("aspen-soak: %llu rounds, %llu tasks, every count right\n", static_cast<unsigned long long>(rounds),
-                static_cast<unsigned long long>(tasks));
+    std::printf("aspen-soak: %llu rounds, %llu tasks, %llu bytes echoed, every count right\n",
+                static_cast<unsigned long long>(rounds), static_cast<unsigned long long>(tasks),
+                static_cast<unsigned long long>(bytes));
     return 0;
 }

@@ -7,6 +7,8 @@
 // started and finished exactly once.
 #pragma once
 
+#include "splitmix.hpp"
+
 #include <aspen/aspen.hpp>
 
 #include <atomic>
@@ -100,16 +102,7 @@ struct destroy_mark {
     }
 };
 
-// 8 bytes of state: frames stay small even with millions alive.
-struct splitmix {
-    std::uint64_t x;
-    std::uint64_t operator()() {
-        std::uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-};
+using stress_util::splitmix;
 
 // Trees are at most max_depth deep (at most 4^6 nodes); the root keeps at
 // most 64 trees in flight, so memory stays bounded whatever the order.
