@@ -5,7 +5,8 @@
 // table in aspen/net/tcp.hpp promises: a timed-out read consumed no bytes, a
 // timed-out write sent none, so every connection's byte stream arrives at the
 // server and back at the client exactly once and in order; and that every
-// sleeper either finished once or was cancelled, never both, never neither.
+// sleeper's frame ends exactly once, finished or cancelled by its abort
+// (the two counts must add up to the number spawned).
 //
 // Each connection: the client sends `messages` messages (a pattern that
 // differs with connection, message and position): most of 1 to 3000 bytes,
