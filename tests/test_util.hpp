@@ -11,7 +11,10 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 namespace aspen_test {
@@ -21,6 +24,14 @@ inline aspen::config workers(std::size_t n) {
     aspen::config c;
     c.workers = n;
     return c;
+}
+
+// gtest's name for a (workers, ring capacity) parameter: "w8_cap256".
+template <class Info>
+std::string workers_capacity_name(const Info& info) {
+    std::ostringstream name;  // not operator+: g++ 12 -O3 warns falsely
+    name << "w" << std::get<0>(info.param) << "_cap" << std::get<1>(info.param);
+    return name.str();
 }
 
 // Adds one to *destroyed when destroyed (a moved-from one does not): a

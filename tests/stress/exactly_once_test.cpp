@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <sstream>
 #include <tuple>
 
 namespace {
@@ -43,10 +42,6 @@ INSTANTIATE_TEST_SUITE_P(Workers, ExactlyOnce,
                          ::testing::Combine(::testing::Values(std::size_t{1}, std::size_t{2}, std::size_t{4},
                                                               std::size_t{8}, std::size_t{16}),
                                             ::testing::Values(std::uint32_t{256}, std::uint32_t{4})),
-                         [](const auto& info) {
-                             std::ostringstream name;  // not operator+: g++ 12 -O3 warns falsely
-                             name << "w" << std::get<0>(info.param) << "_cap" << std::get<1>(info.param);
-                             return name.str();
-                         });
+                         [](const auto& info) { return aspen_test::workers_capacity_name(info); });
 
 }  // namespace

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <sstream>
 #include <tuple>
 
 namespace {
@@ -50,10 +49,6 @@ INSTANTIATE_TEST_SUITE_P(Workers, IoStress,
                                            std::tuple{std::size_t{2}, std::uint32_t{256}},
                                            std::tuple{std::size_t{8}, std::uint32_t{256}},
                                            std::tuple{std::size_t{2}, std::uint32_t{4}}),
-                         [](const auto& info) {
-                             std::ostringstream name;  // not operator+: g++ 12 -O3 warns falsely
-                             name << "w" << std::get<0>(info.param) << "_cap" << std::get<1>(info.param);
-                             return name.str();
-                         });
+                         [](const auto& info) { return aspen_test::workers_capacity_name(info); });
 
 }  // namespace
