@@ -12,6 +12,11 @@ namespace aspen {
 
 template <class T>
 join_handle<T> spawn(task<T> t) {
+    if (detail::polling_worker) [[likely]] {
+        detail::task_header* h = detail::release_task(std::move(t));
+        detail::spawn_on_worker(h);
+        return join_handle<T>(h);
+    }
     detail::scheduler* s = detail::current_scheduler();
     if (!s) throw std::logic_error("aspen::spawn: called outside a runtime; use runtime::spawn");
     detail::task_header* h = detail::release_task(std::move(t));

@@ -31,7 +31,8 @@ worker_metrics worker_counters::read() const noexcept {
 }
 
 multi_thread_scheduler::worker::worker(multi_thread_scheduler& s, std::size_t i, std::uint32_t capacity)
-    : index(i),
+    : owner(s),
+      index(i),
       queue(capacity),
       staged_cap(std::clamp<std::uint32_t>(capacity / 2, 1, std::tuple_size_v<decltype(staged)>)),
       rng(0x9E3779B97F4A7C15ull * (i + 1) | 1),
@@ -155,6 +156,24 @@ void multi_thread_scheduler::enqueue_local(worker& w, task_header* t) {
         w.counters.overflow_tasks.add(w.queue.push_overflow(t, injector_));
         w.counters.overflows.add();
     }
+}
+
+thread_local constinit void* polling_worker = nullptr;
+
+[[gnu::hot]] void spawn_on_worker(task_header* t) { multi_thread_scheduler::spawn_from_poll(polling_worker, t); }
+
+// See "Spawning from a worker" in the header. The same steps as
+// spawn_root -> accept_spawn -> schedule(spawn) take on the worker's own
+// thread during a poll: an own-thread spawn is not registered; the
+// displaced next-slot task is staged (run_task publishes it after the
+// poll at the latest).
+[[gnu::hot]] void multi_thread_scheduler::spawn_from_poll(void* opaque, task_header* t) {
+    worker& w = *static_cast<worker*>(opaque);
+    multi_thread_scheduler& s = w.owner;
+    build_spawned_header(t, &s);
+    if (s.registry().closed()) refuse_spawn(t);
+    w.counters.tasks_spawned.add();
+    if (task_header* prev = std::exchange(w.next, t)) s.stage(w, prev);
 }
 
 [[gnu::hot]] void multi_thread_scheduler::stage(worker& w, task_header* t) {
@@ -302,7 +321,9 @@ void multi_thread_scheduler::found_work(worker& w) {
 
 void multi_thread_scheduler::run_task(worker& w, task_header* t) {
     w.counters.polls.add();
+    polling_worker = &w;
     poll_outcome outcome = poll_task(t);
+    polling_worker = nullptr;
     // Nothing stays staged between polls (see "Staging" in the header).
     if (w.num_staged) publish_staged(w, w.num_staged);
     switch (outcome) {

@@ -128,6 +128,25 @@ private:
 };
 
 // ---- shared by the schedulers (src/task/task_core.cpp) ----------------------
+// Builds the header of a root frame about to be spawned on s: NOTIFIED,
+// JOIN_INTEREST and the refs of its handle, its life and the queue.
+// Inline: both spawn paths (spawn_root, spawn_on_worker) run it.
+inline void build_spawned_header(task_header* t, scheduler* s) noexcept {
+    // allocate_frame set only the block's size and layout: build the rest.
+    std::uint32_t size = t->alloc_size;
+    std::uint32_t result_offset = t->result_offset;
+    new (t) task_header;
+    t->alloc_size = size;
+    t->result_offset = result_offset;
+    t->spawned = true;
+    t->sched = s;
+    t->resume_point = std::coroutine_handle<>::from_address(t->frame());
+    // relaxed: the queue push that follows publishes the header.
+    t->state.store(state::notified | state::join_interest | 3 * state::ref_one, std::memory_order_relaxed);
+}
+// A spawn the scheduler refused (it is shutting down): frees the task, then
+// throws runtime_shut_down.
+[[noreturn]] void refuse_spawn(task_header* t);
 enum class poll_outcome { idle, requeue, yield, complete };
 // Polls a task taken from a run queue (the caller holds the queue's ref).
 poll_outcome poll_task(task_header* t) noexcept;

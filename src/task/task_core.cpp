@@ -290,32 +290,18 @@ bool report_if_destroying(std::exception_ptr e) noexcept {
     return true;
 }
 
-namespace {
-// allocate_frame set only the block's size and layout: build the rest.
-void init_header(task_header* t) noexcept {
-    std::uint32_t size = t->alloc_size;
-    std::uint32_t result_offset = t->result_offset;
-    new (t) task_header;
-    t->alloc_size = size;
-    t->result_offset = result_offset;
+void refuse_spawn(task_header* t) {
+    // Nothing else knows it: free it with its frame. The header just built
+    // holds nothing (empty waker, no exception), so the block is freed
+    // without running its destructor, as for an inline frame.
+    t->spawned = false;
+    std::coroutine_handle<>::from_address(t->frame()).destroy();
+    throw runtime_shut_down();
 }
-}  // namespace
 
 [[gnu::hot]] void spawn_root(scheduler* s, task_header* t) {
-    init_header(t);
-    t->spawned = true;
-    t->sched = s;
-    t->resume_point = std::coroutine_handle<>::from_address(t->frame());
-    // relaxed: the queue push that follows publishes the header.
-    t->state.store(state::notified | state::join_interest | 3 * state::ref_one, std::memory_order_relaxed);
-    if (!s->accept_spawn(t)) {
-        // Nothing else knows it: free it with its frame. The header just
-        // built holds nothing (empty waker, no exception), so the block is
-        // freed without running its destructor, as for an inline frame.
-        t->spawned = false;
-        std::coroutine_handle<>::from_address(t->frame()).destroy();
-        throw runtime_shut_down();
-    }
+    build_spawned_header(t, s);
+    if (!s->accept_spawn(t)) refuse_spawn(t);
     s->schedule(t, schedule_kind::spawn);
 }
 

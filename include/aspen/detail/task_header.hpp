@@ -205,6 +205,14 @@ bool poll_leaf_now(task_header& t, void* leaf, leaf_poll_fn poll);
 // Hands a freshly created root frame to a scheduler. Throws
 // runtime_shut_down if the scheduler no longer accepts tasks.
 void spawn_root(scheduler* s, task_header* t);
+// The worker of a multi-threaded runtime whose thread this is, while it
+// polls a task (opaque here; set and cleared around each poll by
+// src/scheduler/multi_thread.cpp), else null. aspen::spawn then calls
+// spawn_on_worker: spawn_root's work for that one case, without asking
+// which scheduler and which thread it is (see "Spawning from a worker" in
+// multi_thread.hpp).
+extern thread_local constinit void* polling_worker;
+void spawn_on_worker(task_header* t);
 // The root coroutine of t finished; returns what to resume next (the joiner
 // that ran t inline, or nothing).
 std::coroutine_handle<> on_root_final(task_header* t) noexcept;
