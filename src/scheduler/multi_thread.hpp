@@ -121,6 +121,13 @@ public:
     void poll_after_send() override;
     // spawn_on_worker's body; `w` is the polling_worker (a worker*).
     static void spawn_from_poll(void* w, task_header* t);
+    // The join's fast path (suspend_on_join): if `want` tops the polling
+    // worker's next slot or staged array (owner-only places: a task there
+    // is this thread's, no other thread polls it, so ok() may read its
+    // fields) and ok(want) holds, takes it out as take_local would and
+    // returns true. Inline, defined below.
+    template <class Ok>
+    static bool take_target_if(void* w, task_header* want, Ok ok) noexcept;
 
 private:
     struct alignas(128) worker {
@@ -188,5 +195,17 @@ private:
     std::mutex shutdown_mutex_;
     bool shut_down_ = false;
 };
+
+template <class Ok>
+inline bool multi_thread_scheduler::take_target_if(void* opaque, task_header* want, Ok ok) noexcept {
+    worker& w = *static_cast<worker*>(opaque);
+    bool in_next = w.next == want;
+    if (!in_next && !(w.num_staged && w.staged[w.num_staged - 1] == want)) return false;
+    if (!ok(want)) return false;
+    if (in_next) w.next = nullptr;
+    else --w.num_staged;
+    w.counters.inlined_joins.add();
+    return true;
+}
 
 }  // namespace aspen::detail

@@ -5,6 +5,7 @@
 // Model: spec/task_state.pml checks these transitions with spin (one poller
 // at a time, frame destroyed once, freed once at refcount 0, no lost wake,
 // joiner woken iff registered); `bash spec/run.sh` runs it.
+#include "scheduler/multi_thread.hpp"  // the join's fast path (suspend_on_join)
 #include "scheduler/scheduler.hpp"
 
 #include <aspen/coop.hpp>
@@ -635,6 +636,23 @@ namespace {
     task_header* joiner = tls_context.current;
     suspend_on_leaf(h, leaf, poll);
     joiner->join_target = child;
+    // Fork-join's common case, continue_join's first turn in one step: the
+    // child never ran, tops this worker's next slot or staged array, and
+    // nobody else can reach it, so it runs adopted. The same steps and
+    // state as through take_local, start_inline and adoptable, without
+    // their calls and repeated checks: fib(22) 234 -> 196 instructions a
+    // spawn, fib(30) at 1 worker 47.4-47.8 -> 43.0-44.2 ms (four
+    // alternating benchmark runs).
+    if (polling_worker &&
+        multi_thread_scheduler::take_target_if(polling_worker, child,
+                                               [](task_header* t) { return !t->leaf_poll && adoptable(t); })) {
+        child->inline_notified = true;  // as start_inline (adoptable: not CANCELLED)
+        child->inline_parent = joiner;
+        child->adopted = true;
+        *leaf->target_continuation = h;  // its final suspend resumes us
+        tls_context.current = child;
+        return child->resume_point;
+    }
     return continue_join(joiner);
 }
 
