@@ -60,27 +60,9 @@ std::size_t multi_thread_scheduler::registry_shard() const noexcept {
     return w ? w->index + 1 : 0;
 }
 
-[[gnu::hot]] task_header* multi_thread_scheduler::take_local(task_header* want) noexcept {
+task_header* multi_thread_scheduler::take_local(task_header* want) noexcept {
     worker* w = this_worker();
-    if (!w) return nullptr;
-    // The next slot and the staged array are the worker's own: `want` from
-    // the top of either, else (helping) the newest of them. Only when both
-    // are empty, the ring's newest entry.
-    task_header* next = w->next;
-    task_header* staged_top = w->num_staged ? w->staged[w->num_staged - 1] : nullptr;
-    bool from_next;
-    if (next && next == want) from_next = true;
-    else if (staged_top && staged_top == want) from_next = false;
-    else if (next && may_help()) from_next = true;
-    else if (staged_top && may_help()) from_next = false;
-    else return take_ring_top(*w, want);
-    task_header* t = from_next ? next : staged_top;
-    if (t->leaf_poll) return nullptr;  // waits on a leaf: needs a real poll
-    if (from_next) w->next = nullptr;
-    else --w->num_staged;
-    if (t != want) spend_help_unit();
-    w->counters.inlined_joins.add();
-    return t;
+    return w ? take_local_from_poll(w, want) : nullptr;
 }
 
 bool multi_thread_scheduler::in_own_next_slot(const task_header* t) const noexcept {

@@ -128,6 +128,9 @@ public:
     // returns true. Inline, defined below.
     template <class Ok>
     static bool take_target_if(void* w, task_header* want, Ok ok) noexcept;
+    // take_local's body for the polling_worker, inline (defined below) for
+    // the join loop's helping turns (continue_join).
+    static task_header* take_local_from_poll(void* w, task_header* want) noexcept;
 
 private:
     struct alignas(128) worker {
@@ -195,6 +198,28 @@ private:
     std::mutex shutdown_mutex_;
     bool shut_down_ = false;
 };
+
+inline task_header* multi_thread_scheduler::take_local_from_poll(void* opaque, task_header* want) noexcept {
+    worker& w = *static_cast<worker*>(opaque);
+    // The next slot and the staged array are the worker's own: `want` from
+    // the top of either, else (helping) the newest of them. Only when both
+    // are empty, the ring's newest entry.
+    task_header* next = w.next;
+    task_header* staged_top = w.num_staged ? w.staged[w.num_staged - 1] : nullptr;
+    bool from_next;
+    if (next && next == want) from_next = true;
+    else if (staged_top && staged_top == want) from_next = false;
+    else if (next && may_help()) from_next = true;
+    else if (staged_top && may_help()) from_next = false;
+    else return w.owner.take_ring_top(w, want);
+    task_header* t = from_next ? next : staged_top;
+    if (t->leaf_poll) return nullptr;  // waits on a leaf: needs a real poll
+    if (from_next) w.next = nullptr;
+    else --w.num_staged;
+    if (t != want) spend_help_unit();
+    w.counters.inlined_joins.add();
+    return t;
+}
 
 template <class Ok>
 inline bool multi_thread_scheduler::take_target_if(void* opaque, task_header* want, Ok ok) noexcept {

@@ -582,7 +582,8 @@ bool adoptable(task_header* t) noexcept {
         if (is_complete(target)) return resume_joiner(joiner);
         // Running the target itself is like awaiting a task inline: free.
         // Helping with other work spends budget (take_local).
-        task_header* next = s->take_local(target);
+        task_header* next = polling_worker ? multi_thread_scheduler::take_local_from_poll(polling_worker, target)
+                                           : s->take_local(target);
         if (!next) return suspend_joiner(joiner);
         if (!start_inline(next)) continue;  // cancelled while queued: complete now
         next->inline_parent = joiner;
