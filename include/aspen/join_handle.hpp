@@ -60,7 +60,8 @@ public:
         bool await_ready() {
             self->check_awaitable();
             if (detail::is_complete(self->task())) return true;
-            detail::require_current_task("aspen::join_handle");
+            // A worker polling a task always has a current task: no call.
+            if (!detail::polling_worker) detail::require_current_task("aspen::join_handle");
             return false;  // await_suspend inlines the child or registers
         }
         std::coroutine_handle<> await_suspend(std::coroutine_handle<> h) noexcept {

@@ -79,13 +79,6 @@ void free_slow(void* block, std::size_t bytes) noexcept {
 
 }  // namespace pool
 
-[[gnu::hot]] void free_task_memory(task_header* t) noexcept {
-    if (t->result_dtor) t->result_dtor(t->result_slot());
-    std::size_t bytes = t->alloc_size;
-    t->~task_header();
-    pool::free_block_of(t, bytes);
-}
-
 void destroy_root_frame(task_header* t) noexcept {
     // Nested: a destructor in the frame may destroy another task's frame.
     void* outer = std::exchange(pool::kept_frame, t->frame());

@@ -9,6 +9,7 @@
 #include "scheduler/scheduler.hpp"
 
 #include <aspen/coop.hpp>
+#include <aspen/detail/frame_pool.hpp>
 #include <aspen/errors.hpp>
 
 #include <linux/futex.h>
@@ -27,7 +28,6 @@
 
 namespace aspen::detail {
 
-void free_task_memory(task_header* t) noexcept;  // frame_pool.cpp
 
 namespace {
 

@@ -129,4 +129,14 @@ inline void deallocate_frame(void* frame, std::size_t block_size) noexcept {
     pool::free_block_of(t, block_size);  // never spawned: no header was built
 }
 
+// A spawned task's last reference is gone (its frame went at completion):
+// runs the result's destructor, the header's, and frees the block. Inline:
+// one call less at the end of every spawned task (drop_join_handle).
+inline void free_task_memory(task_header* t) noexcept {
+    if (t->result_dtor) t->result_dtor(t->result_slot());
+    std::size_t bytes = t->alloc_size;
+    t->~task_header();
+    pool::free_block_of(t, bytes);
+}
+
 }  // namespace aspen::detail
