@@ -28,7 +28,6 @@
 
 namespace aspen::detail {
 
-
 namespace {
 
 std::uint64_t refs(std::uint64_t s) noexcept { return s >> state::ref_shift; }
