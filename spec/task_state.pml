@@ -48,7 +48,8 @@
  *                          With -DINLINE=1 the awaiting joiner first runs the
  *                          task nested in its own poll while the task sits in
  *                          the run queue and never suspended on a leaf
- *                          (continue_join / take_local / start_inline): no
+ *                          (continue_join / take_local / start_inline, or in
+ *                          one step suspend_on_join's fast path): no
  *                          RUNNING CAS, the task keeps NOTIFIED while it runs
  *                          (a wake adds REWOKEN); if it finishes, complete()
  *                          tries the exclusive store (try_complete_exclusive);
@@ -145,7 +146,8 @@
 #define ABORTER_REF ABORTER       /* a snapshot's or a second handle's reference */
 #endif
 
-/* spawn_root: NOTIFIED | JOIN_INTEREST, refs: handle + life + queue, and the
+/* spawn_root / spawn_on_worker (build_spawned_header): NOTIFIED |
+ * JOIN_INTEREST, refs: handle + life + queue, and the
  * aborter's own reference */
 short st = NOTIFIED | JOIN_INTEREST | (3 + ABORTER_REF) * REF;
 
