@@ -184,6 +184,9 @@ private:
     bool futex_will_do() const noexcept;
     void push_local_batch(worker& w, task_header* const* ts, std::uint32_t n);
     task_header* take_ring_top(worker& w, task_header* want) noexcept;
+    enum class place { none, next, staged };
+    static place place_of(const worker& w, const task_header* want) noexcept;
+    static void take_from(worker& w, place p) noexcept;
     void notify_one();
     void notify_if_work_pending();
     bool drain_queues() override;
@@ -205,37 +208,47 @@ private:
     bool shut_down_ = false;
 };
 
+// Which of the worker's own places `want` tops: the next slot, the staged
+// array, or neither. Shared by take_local_from_poll and take_target_if.
+inline multi_thread_scheduler::place multi_thread_scheduler::place_of(const worker& w,
+                                                                      const task_header* want) noexcept {
+    if (w.next && w.next == want) return place::next;
+    if (w.num_staged && w.staged[w.num_staged - 1] == want) return place::staged;
+    return place::none;
+}
+
+// Takes the top task of place p (not none) out: the caller then runs it
+// nested in its poll, an inlined join.
+inline void multi_thread_scheduler::take_from(worker& w, place p) noexcept {
+    if (p == place::next) w.next = nullptr;
+    else --w.num_staged;
+    w.counters.inlined_joins.add();
+}
+
 inline task_header* multi_thread_scheduler::take_local_from_poll(void* opaque, task_header* want) noexcept {
     worker& w = *static_cast<worker*>(opaque);
     // The next slot and the staged array are the worker's own: `want` from
     // the top of either, else (helping) the newest of them. Only when both
     // are empty, the ring's newest entry.
-    task_header* next = w.next;
-    task_header* staged_top = w.num_staged ? w.staged[w.num_staged - 1] : nullptr;
-    bool from_next;
-    if (next && next == want) from_next = true;
-    else if (staged_top && staged_top == want) from_next = false;
-    else if (next && may_help()) from_next = true;
-    else if (staged_top && may_help()) from_next = false;
-    else return w.owner.take_ring_top(w, want);
-    task_header* t = from_next ? next : staged_top;
-    if (t->leaf_poll) return nullptr;  // waits on a leaf: needs a real poll
-    if (from_next) w.next = nullptr;
-    else --w.num_staged;
-    if (t != want) spend_help_unit();
-    w.counters.inlined_joins.add();
-    return t;
+    place p = place_of(w, want);
+    if (p == place::none) {
+        if (w.next && may_help()) p = place::next;
+        else if (w.num_staged && may_help()) p = place::staged;
+        else return w.owner.take_ring_top(w, want);
+    }
+    task_header* top = p == place::next ? w.next : w.staged[w.num_staged - 1];
+    if (top->leaf_poll) return nullptr;  // waits on a leaf: needs a real poll
+    take_from(w, p);
+    if (top != want) spend_help_unit();
+    return top;
 }
 
 template <class Ok>
 inline bool multi_thread_scheduler::take_target_if(void* opaque, task_header* want, Ok ok) noexcept {
     worker& w = *static_cast<worker*>(opaque);
-    bool in_next = w.next == want;
-    if (!in_next && !(w.num_staged && w.staged[w.num_staged - 1] == want)) return false;
-    if (!ok(want)) return false;
-    if (in_next) w.next = nullptr;
-    else --w.num_staged;
-    w.counters.inlined_joins.add();
+    place p = place_of(w, want);
+    if (p == place::none || !ok(want)) return false;
+    take_from(w, p);
     return true;
 }
 
