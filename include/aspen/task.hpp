@@ -218,17 +218,11 @@ task<T> promise<T>::get_return_object() noexcept {
 inline task<void> promise<void>::get_return_object() noexcept {
     return task<void>(std::coroutine_handle<promise<void>>::from_promise(*this));
 }
-[[noreturn, gnu::noinline, gnu::cold]] inline void throw_unspawnable(bool empty) {
-    throw std::logic_error(empty ? "aspen::spawn: the task is empty (moved-from or already spawned)"
-                                 : "aspen::spawn: the task has already run");
-}
-// Takes the frame out of the task object for spawning. Always inline, the
-// throws out of line: g++ left it a call of its own in skynet's coroutine
-// (11 instructions a spawn).
+// Takes the frame out of the task object for spawning.
 template <class T>
-[[gnu::always_inline]] inline task_header* release_task(task<T>&& t) {
-    if (!t.h_ || t.h_.done()) [[unlikely]]
-        throw_unspawnable(!t.h_);
+task_header* release_task(task<T>&& t) {
+    if (!t.h_) throw std::logic_error("aspen::spawn: the task is empty (moved-from or already spawned)");
+    if (t.h_.done()) throw std::logic_error("aspen::spawn: the task has already run");
     return task_header::of_frame(std::exchange(t.h_, {}).address());
 }
 }  // namespace detail
