@@ -8,6 +8,7 @@
 
 #include <array>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -126,34 +127,45 @@ TEST(Task, SpawnOutsideRuntimeThrows) {
 }
 
 // Spawning a moved-from task, or one that already ran to its end, is a
-// misuse reported as std::logic_error, from a worker's poll (the inline
-// fast path) and from outside (runtime::spawn) alike; the runtime goes on.
-TEST(Task, SpawningAnEmptyOrFinishedTaskThrows) {
-    aspen::runtime rt(workers(2));
-    auto message_of = [](auto&& spawn_it) -> std::string {
-        try {
-            spawn_it();
-        } catch (const std::logic_error& e) {
-            return e.what();
-        }
-        return "no exception";
-    };
-    auto body = [&]() -> aspen::task<int> {
+// misuse reported as std::logic_error, from inside a task (aspen::spawn)
+// and from outside (runtime::spawn) alike; the runtime goes on.
+std::string logic_error_of(const std::function<void()>& spawn_it) {
+    try {
+        spawn_it();
+    } catch (const std::logic_error& e) {
+        return e.what();
+    }
+    return "no exception";
+}
+
+template <class Runtime>
+void expect_unspawnable_tasks_refused(Runtime& rt) {
+    auto body = []() -> aspen::task<int> {
         aspen::task<int> t = answer();
         aspen::task<int> moved = std::move(t);
-        std::string empty = message_of([&] { (void)aspen::spawn(std::move(t)); });
+        std::string empty = logic_error_of([&] { (void)aspen::spawn(std::move(t)); });
         EXPECT_NE(empty.find("the task is empty"), std::string::npos) << empty;
         int v = co_await moved;
-        std::string ran = message_of([&] { (void)aspen::spawn(std::move(moved)); });
+        std::string ran = logic_error_of([&] { (void)aspen::spawn(std::move(moved)); });
         EXPECT_NE(ran.find("the task has already run"), std::string::npos) << ran;
         co_return v;
     };
     EXPECT_EQ(rt.block_on(body()), 42);
     aspen::task<int> t = answer();
     aspen::task<int> moved = std::move(t);
-    std::string outside = message_of([&] { (void)rt.spawn(std::move(t)); });
+    std::string outside = logic_error_of([&] { (void)rt.spawn(std::move(t)); });
     EXPECT_NE(outside.find("the task is empty"), std::string::npos) << outside;
     EXPECT_EQ(rt.block_on(std::move(moved)), 42);
+}
+
+TEST(Task, SpawningAnEmptyOrFinishedTaskThrows) {
+    aspen::runtime rt(workers(2));
+    expect_unspawnable_tasks_refused(rt);
+}
+
+TEST(CurrentThread, SpawningAnEmptyOrFinishedTaskThrows) {
+    aspen::current_thread_runtime rt;
+    expect_unspawnable_tasks_refused(rt);
 }
 
 TEST(Task, BlockOnInsideTaskThrows) {
