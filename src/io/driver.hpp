@@ -115,7 +115,8 @@ public:
     // Whether a timer is armed or an fd registered (a hint: any thread, may
     // be stale at once). Busy workers skip their non-blocking poll without.
     std::size_t timers_armed() const noexcept {
-        // relaxed: a statistic.
+        // relaxed: a statistic, and poll()'s hint (driver.cpp, poll: a stale
+        // value only defers a due timer to the next poll or park).
         return armed_.load(std::memory_order_relaxed);
     }
     bool has_interest() const noexcept {
@@ -130,7 +131,8 @@ public:
 private:
     enum : std::uint8_t { idle, parked, notified };
 
-    void park_impl(std::optional<std::chrono::milliseconds> max_wait, bool may_block);
+    // Wakes (outside mutex_) and clears the wakers of the timers that fired.
+    void wake_fired() noexcept;
     std::int64_t now_ns() const noexcept;
     std::uint64_t now_tick() const noexcept;
     std::uint64_t tick_of(time_point deadline) const noexcept;

@@ -206,6 +206,7 @@ std::size_t reactor::wait(int timeout_ms) {
 }
 
 std::size_t reactor::dispatch(const epoll_event* events, int count) {
+    if (count == 0) return 0;  // a poll that found nothing: no lock to take
     std::size_t delivered = 0;
     {
         std::lock_guard table(table_mutex_);
