@@ -64,6 +64,35 @@ TEST(SyncMpsc, TrySendRespectsCapacityAndOrder) {
     EXPECT_THROW((void)aspen::mpsc_channel<int>(0), std::invalid_argument);
 }
 
+// The receiver's batch (see mpsc.hpp): whatever mix of sends and
+// receives, the unreceived messages never exceed the capacity, and the
+// rooms the batch holds back are fewer than a batch. Messages stay in
+// order and size() counts the batch.
+TEST(SyncMpsc, ReceiverBatchKeepsTheCapacityBoundAndGivesRoomsBack) {
+    for (std::size_t capacity : {32, 64, 100, 1024}) {
+        const std::size_t batch = aspen::detail::sync::chan<int>::batch_for(capacity);
+        ASSERT_GE(batch, 2u) << capacity;
+        auto [tx, rx] = aspen::mpsc_channel<int>(capacity);
+        std::mt19937 rng(static_cast<unsigned>(capacity));
+        int sent = 0, received = 0;
+        for (int round = 0; round < 2000; ++round) {
+            while (!tx.try_send(sent).has_value()) ++sent;
+            const auto unreceived = static_cast<std::size_t>(sent - received);
+            ASSERT_LE(unreceived, capacity) << "round " << round;
+            ASSERT_GE(unreceived, capacity - (batch - 1)) << "round " << round;
+            ASSERT_EQ(rx.size(), unreceived);
+            for (auto k = rng() % (2 * batch + 1); k != 0; --k) {
+                std::optional<int> v = rx.try_recv();
+                ASSERT_TRUE(v.has_value());
+                ASSERT_EQ(*v, received++);
+            }
+        }
+        while (std::optional<int> v = rx.try_recv()) ASSERT_EQ(*v, received++);
+        EXPECT_EQ(received, sent);
+        EXPECT_EQ(rx.size(), 0u);
+    }
+}
+
 TEST(SyncMpsc, SenderCountTracksCopiesAndDrops) {
     auto [tx, rx] = aspen::mpsc_channel<int>(4);
     EXPECT_EQ(rx.sender_count(), 1u);
@@ -396,9 +425,9 @@ aspen::task<void> trickle(aspen::mpsc_sender<int> tx_arg, int n) {
     }
 }
 
-aspen::task<std::vector<int>> abort_receivers_body(int n, unsigned seed) {
+aspen::task<std::vector<int>> abort_receivers_body(int n, unsigned seed, std::size_t capacity) {
     std::mt19937 rng(seed);
-    auto [tx, rx] = aspen::mpsc_channel<int>(2);
+    auto [tx, rx] = aspen::mpsc_channel<int>(capacity);
     auto producer = aspen::spawn(trickle(std::move(tx), n));
     std::vector<int> got;
     for (;;) {
@@ -420,11 +449,14 @@ aspen::task<std::vector<int>> abort_receivers_body(int n, unsigned seed) {
 TEST_P(SyncMpscCancel, AbortedRecvLosesNoMessage) {
     aspen::runtime rt(workers(GetParam()));
     constexpr int n = 2000;
-    for (unsigned seed = 1; seed <= 3; ++seed) {
-        std::vector<int> got;
-        within(60s, "mpsc abort receivers", [&] { got = rt.block_on(abort_receivers_body(n, seed)); });
-        ASSERT_EQ(got.size(), static_cast<std::size_t>(n)) << "seed " << seed;
-        for (int i = 0; i < n; ++i) EXPECT_EQ(got[i], i);
+    // 2: one message per lock; 64 and 1024: the receiver's batch (4 and 64).
+    for (std::size_t capacity : {2, 64, 1024}) {
+        for (unsigned seed = 1; seed <= 3; ++seed) {
+            std::vector<int> got;
+            within(60s, "mpsc abort receivers", [&] { got = rt.block_on(abort_receivers_body(n, seed, capacity)); });
+            ASSERT_EQ(got.size(), static_cast<std::size_t>(n)) << "seed " << seed << " capacity " << capacity;
+            for (int i = 0; i < n; ++i) ASSERT_EQ(got[i], i) << "seed " << seed << " capacity " << capacity;
+        }
     }
 }
 
