@@ -446,6 +446,25 @@ aspen::task<std::vector<int>> abort_receivers_body(int n, unsigned seed, std::si
     co_return got;
 }
 
+// A try_recv while another task's recv waits (one at a time, on one
+// thread): the try_recv takes a batch, and the waiting recv, once it runs,
+// gets the next message from it (dropping the waker it left).
+aspen::task<void> try_recv_while_recv_waits_body() {
+    auto [tx, rx] = aspen::mpsc_channel<int>(64);  // a batch of 4
+    auto h = aspen::spawn(recv_one(&rx));
+    co_await aspen::yield_now();  // h runs and waits: the channel is empty
+    for (int i = 0; i < 10; ++i) EXPECT_FALSE(tx.try_send(i).has_value());
+    EXPECT_EQ(rx.try_recv(), std::optional<int>(0));  // 1 to 3 in the batch
+    EXPECT_EQ(co_await h, std::optional<int>(1));
+    for (int i = 2; i < 10; ++i) EXPECT_EQ(rx.try_recv(), std::optional<int>(i));
+    EXPECT_FALSE(rx.try_recv().has_value());
+}
+
+TEST(SyncMpsc, TryRecvWhileARecvWaitsKeepsTheOrder) {
+    aspen::current_thread_runtime rt;
+    rt.block_on(try_recv_while_recv_waits_body());
+}
+
 TEST_P(SyncMpscCancel, AbortedRecvLosesNoMessage) {
     aspen::runtime rt(workers(GetParam()));
     constexpr int n = 2000;

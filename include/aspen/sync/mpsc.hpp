@@ -59,8 +59,9 @@
 // itself still bounds what is in the channel.
 //
 // Rules: a send/recv awaitable must not outlive the sender/receiver it came
-// from; one recv at a time per receiver. Senders, the receiver and the values
-// may live on any thread. T must be move-constructible. capacity must be >= 1
+// from; one recv at a time per receiver, and its recv and try_recv not on
+// two threads at once (the receiver's batch has no lock). Senders, the
+// receiver and the values may live on any thread. T must be move-constructible. capacity must be >= 1
 // (std::invalid_argument otherwise).
 #pragma once
 
@@ -71,7 +72,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cassert>
 #include <cstddef>
 #include <deque>
 #include <limits>
@@ -205,6 +205,12 @@ struct chan {
         } catch (...) {
         }
         set_taken_count();
+    }
+
+    void drop_receiver_waker() noexcept {
+        aspen::waker stale;  // dropped after the unlock
+        std::lock_guard g(lock);
+        stale = std::move(receiver_waker);
     }
 
     void set_taken_count() noexcept { taken_count.store(taken.size(), std::memory_order_relaxed); }
@@ -471,9 +477,7 @@ public:
     mpsc_recv_awaitable(mpsc_recv_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
     ~mpsc_recv_awaitable() {
         if (phase_ == phase::waiting) {
-            aspen::waker stale;  // ours; dropped after the lock is released
-            std::lock_guard g(c_->lock);
-            stale = std::move(c_->receiver_waker);
+            c_->drop_receiver_waker();  // ours
         } else if (phase_ == phase::ready && result_) {
             // Taken but never handed out: put it back where it was.
             c_->put_back(std::move(*result_));
@@ -492,9 +496,10 @@ private:
     bool poll(aspen::context& cx) {
         if (phase_ == phase::ready || phase_ == phase::done)
             throw std::logic_error("aspen::mpsc_receiver::recv: the awaitable was already awaited");
-        // A waiting receive found the batch empty, and only it refills it.
-        assert(phase_ == phase::init || c_->taken.empty());
         if (c_->pop_taken(result_)) {
+            // A try_recv took a batch while this receive waited: its waker
+            // is not wanted any more.
+            if (phase_ == phase::waiting) c_->drop_receiver_waker();
             phase_ = phase::ready;
             return true;
         }
