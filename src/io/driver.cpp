@@ -178,11 +178,11 @@ bool driver::set_timer_waker(timer_entry& entry, const waker& w) {
 // ---- park / unpark -----------------------------------------------------------------
 // Harvests I/O, then fires the due timers. It touches no park state
 // (parked_, the unpark token), and with no timer armed neither the clock
-// nor mutex_: a worker's send poll (multi_thread.hpp, "Sends") runs this
-// about 1.4 times per tcp_echo round trip. The hint may lag a timer armed
-// on another thread just now; such a timer is not due yet (add_timer fires
-// a due one itself), and a timer left unfired here is fired by the next
-// poll or park.
+// nor mutex_: a busy worker runs this every event_interval ticks and
+// whenever its queues run dry (multi_thread.cpp, poll_driver). The hint
+// may lag a timer armed on another thread just now; such a timer is not
+// due yet (add_timer fires a due one itself), and a timer left unfired
+// here is fired by the next poll or park.
 void driver::poll() {
     reactor_.wait(0);
     if (timers_armed() == 0) return;
