@@ -328,12 +328,16 @@ TEST(Tcp, ReadRegisteredAfterTheRuntimeWentIdleIsWokenByItsData) {
 // one worker. Eight pairs ping-pong on two workers (both busy); for each
 // message, the thread whose write finished is compared with the thread on
 // which the peer's read of that message finished. Left to whichever worker
-// polls next, many messages cross; with the poll, most stay (the rest are
+// polls next, many messages cross; with the poll, more stay (the rest are
 // sends whose worker found the other one polling, which then takes the
 // readiness). Measured with the poll disabled by hand: 56% to 61% stayed
 // on the first VM, 55% to 60% in 20 runs on the AMD EPYC one; with it,
-// 76% to 84% there and 61% to 95% in 20 runs here, where one run in ten
-// was below 5/8. So: up to three runs, one must keep more than 5/8.
+// 76% to 84% there, and on the AMD EPYC VM 61% to 95% in 20 runs at one
+// time and 55% to 74% in 31 runs at another (the VM's other load decides
+// how often the second worker races the sender to the readiness). No
+// fixed threshold separates the two there, so the test checks that the
+// poll runs (send_polls: 0 with it disabled) and that most messages stay
+// (more than half in the best of three runs), and prints the share.
 struct loopback_locality {
     std::size_t stayed = 0, total = 0, send_polls = 0;
 };
@@ -395,7 +399,7 @@ loopback_locality run_loopback_pairs() {
 
 TEST(Tcp, LoopbackReplyRunsOnTheWorkerThatSentTheRequest) {
     loopback_locality best;
-    for (int attempt = 0; attempt < 3 && best.stayed * 8 <= best.total * 5; ++attempt) {
+    for (int attempt = 0; attempt < 3 && best.stayed * 2 <= best.total; ++attempt) {
         loopback_locality l = run_loopback_pairs();
         ASSERT_GT(l.total, 0u);
         // Nearly every send found its peer ready (no pause); some were
@@ -403,7 +407,7 @@ TEST(Tcp, LoopbackReplyRunsOnTheWorkerThatSentTheRequest) {
         EXPECT_GT(l.send_polls, l.total / 4);
         if (best.total == 0 || l.stayed * best.total > best.stayed * l.total) best = l;
     }
-    EXPECT_GT(best.stayed * 8, best.total * 5) << best.stayed << " of " << best.total << " in the best of three runs";
+    EXPECT_GT(best.stayed * 2, best.total) << best.stayed << " of " << best.total << " in the best of three runs";
 }
 
 // A stream read or write of 0 bytes completes at once with 0, as recv and
