@@ -61,8 +61,9 @@
 // Rules: a send/recv awaitable must not outlive the sender/receiver it came
 // from; one recv at a time per receiver, and its recv and try_recv not on
 // two threads at once (the receiver's batch has no lock). Senders, the
-// receiver and the values may live on any thread. T must be move-constructible. capacity must be >= 1
-// (std::invalid_argument otherwise).
+// receiver and the values may live on any thread. T must be
+// move-constructible. capacity must be >= 1 (std::invalid_argument
+// otherwise).
 #pragma once
 
 #include <aspen/detail/spin_mutex.hpp>
@@ -130,19 +131,26 @@ struct chan {
         }
     }
 
+    // Keeps `w` to be woken after the unlock; a full `wake` is woken now,
+    // with the lock let go meanwhile.
+    static void defer_wake(std::unique_lock<aspen::detail::spin_mutex>& g, waker_batch& wake,
+                           aspen::waker&& w) noexcept {
+        wake.push(std::move(w));
+        if (wake.full()) {
+            g.unlock();
+            wake.wake_all();
+            g.lock();
+        }
+    }
+
     // Several rooms may have freed up: grant each to a waiting sender, in
-    // order, waking them outside the lock whenever `wake` fills up.
+    // order.
     void grant_all_locked(std::unique_lock<aspen::detail::spin_mutex>& g, waker_batch& wake) noexcept {
         for (;;) {
             aspen::waker w;
             grant_locked(w);
             if (!w) return;
-            wake.push(std::move(w));
-            if (wake.full()) {
-                g.unlock();
-                wake.wake_all();
-                g.lock();
-            }
+            defer_wake(g, wake, std::move(w));
         }
     }
 
@@ -233,14 +241,7 @@ struct chan {
             held = 0;
             set_taken_count();
         }
-        while (auto* n = static_cast<send_node*>(send_waiters.pop_front())) {
-            wake.push(std::move(n->waker));
-            if (wake.full()) {
-                g.unlock();
-                wake.wake_all();
-                g.lock();
-            }
-        }
+        while (auto* n = static_cast<send_node*>(send_waiters.pop_front())) defer_wake(g, wake, std::move(n->waker));
     }
 
     void add_sender() {
