@@ -35,13 +35,6 @@ task<std::pair<tcp_stream, tcp_stream>> connected_pair(tcp_listener& l) {
     co_return std::pair{std::move(client), std::move(server)};
 }
 
-// Waits until `task` is parked on its socket (the registrations count, which
-// a first operation bumps, reached `regs`), then a little longer.
-task<void> wait_parked(aspen::runtime& rt, std::size_t regs) {
-    while (rt.metrics().io_registrations < regs) co_await aspen::sleep(1ms);
-    co_await aspen::sleep(10ms);
-}
-
 class NetCancel : public ::testing::TestWithParam<std::size_t> {};
 
 // Each operation type is aborted while it waits; the socket is then used
@@ -58,7 +51,7 @@ TEST_P(NetCancel, AbortMidOperationThenReuseLeaksNothing) {
 
             // read: no bytes consumed by the aborted read.
             auto r = aspen::spawn([](tcp_stream& s, char* b) -> task<std::size_t> { co_return co_await s.read(b, 64); }(server, buf));
-            co_await wait_parked(rt, regs + 1);
+            co_await net_test::wait_parked(rt, regs + 1);
             r.abort();
             EXPECT_THROW(co_await r, aspen::task_cancelled);
             co_await client.write_all("abc");
@@ -236,7 +229,7 @@ TEST(NetClose, ClosingUnderAWaitingOperationCancelsIt) {
                 }
                 co_return 0;
             }(*l));
-            co_await wait_parked(rt, 1);
+            co_await net_test::wait_parked(rt, 1);
             l.reset();  // closes the listener under the waiting accept
             EXPECT_EQ(co_await waiter, ECANCELED);
         }());

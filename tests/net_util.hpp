@@ -112,4 +112,12 @@ inline aspen::task<std::pair<aspen::tcp_stream, aspen::tcp_stream>> connected_pa
     co_return std::pair{std::move(client), std::move(server)};
 }
 
+// Waits until a task is parked on its socket or fd (the registrations
+// count, which a first operation bumps, reached `regs`), then a little
+// longer. Only makes the wait likely; the tests pass either way.
+inline aspen::task<void> wait_parked(aspen::runtime& rt, std::size_t regs) {
+    while (rt.metrics().io_registrations < regs) co_await aspen::sleep(std::chrono::milliseconds(1));
+    co_await aspen::sleep(std::chrono::milliseconds(10));
+}
+
 }  // namespace net_test

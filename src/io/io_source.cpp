@@ -19,7 +19,7 @@ io_source::~io_source() {
     // relaxed: the last release (acq_rel) ordered every use before this.
     driver* d = drv.load(std::memory_order_relaxed);
     if (d && reg.is_registered()) d->io().deregister(reg);
-    ::close(fd);
+    if (fd >= 0) ::close(fd);  // -1: async_fd::release gave it back
 }
 
 void io_retain(io_source* s) noexcept {

@@ -51,7 +51,7 @@ namespace aspen::detail {
 
 struct io_source {
     explicit io_source(int f) noexcept : fd(f) {}
-    ~io_source();  // deregisters (if registered), closes fd: the last reference only
+    ~io_source();  // deregisters (if registered), closes fd (unless -1): the last reference only
 
     int fd;
     // The driver the fd is registered with; null until the first operation

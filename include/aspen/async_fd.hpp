@@ -1,0 +1,126 @@
+// aspen::async_fd: any file descriptor epoll can watch (a pipe, an eventfd,
+// a timerfd, a signalfd, a tty, a socket that a C library reads and writes
+// itself) on the runtime's reactor, as Tokio's AsyncFd.
+//
+//   aspen::async_fd in = aspen::async_fd::adopt(pipe_read_end);
+//   char buf[256];
+//   auto n = co_await in.read_with([&](int fd) { return ::read(fd, buf, sizeof buf); });
+//
+// read_with(f) / write_with(f) wait until the reactor reports the fd
+// readable / writable, then call f(fd): a non-blocking syscall, or anything
+// that reports like one.
+//   result >= 0                 the operation's result (co_await returns it)
+//   -1, errno EAGAIN/EWOULDBLOCK not ready after all: the cached readiness is
+//                               cleared and f is called again at the next
+//                               readiness edge
+//   -1, errno EINTR             f is called again at once
+//   -1, any other errno         std::system_error with that errno
+// f may run several times before the operation completes, so a call that
+// reports EAGAIN must have done nothing (a syscall never has). An exception
+// from f propagates to the awaiting task. End of file is a result (read's
+// 0), not an error; a hung-up pipe stays readable, so every later read_with
+// calls f at once.
+//
+// adopt() takes ownership: it sets O_NONBLOCK, and the destructor
+// deregisters the fd and closes it. release() gives the fd back open and
+// deregistered instead. Regular files and directories are refused (epoll
+// cannot watch them: their reads never block; use spawn_blocking).
+//
+// Rules, as for sockets (aspen/net/tcp.hpp): the fd registers with the
+// runtime of the first task that uses it; one read_with and one write_with
+// may be in progress at a time (a second one of the same direction throws
+// std::logic_error); destroying the async_fd while a task waits in one makes
+// that operation throw std::system_error(ECANCELED). Each operation spends
+// one unit of the task's coop budget.
+//
+// Cancel safety (abort, a lost when_any / timeout race, the awaitable
+// destroyed while pending): f runs only inside the poll that completes the
+// operation, so a completed call's result always reaches the task; an
+// operation cancelled while waiting has called f only for EAGAINs. So
+// read_with and write_with are cancel-safe when f is a single syscall. The
+// awaitable may move (e.g. into aspen::timeout) until it is awaited.
+#pragma once
+
+#include <aspen/detail/io_handle.hpp>
+
+#include <concepts>
+#include <type_traits>
+#include <utility>
+
+namespace aspen {
+
+namespace detail {
+// One attempt of an async_fd operation: calls f(fd), maps its result as the
+// table above says. drive_fd runs them in the reactor's operation loop
+// (src/io/async_fd.cpp); true when the operation is done, its result in
+// `result`.
+using fd_call = long long (*)(void* f, int fd);
+bool drive_fd(io_claim& c, context& cx, const char* what, fd_call call, void* f, long long& result);
+}  // namespace detail
+
+// What read_with / write_with return; `co_await` it for f's result.
+template <class F>
+class [[nodiscard]] fd_op_awaitable : public detail::io_awaitable<fd_op_awaitable<F>> {
+public:
+    using result_type = std::invoke_result_t<F&, int>;
+
+    fd_op_awaitable(detail::io_source* s, bool write, F f) : claim_(s, write), f_(std::move(f)) {}
+    fd_op_awaitable(fd_op_awaitable&&) = default;  // until it is awaited (see io_awaitable)
+
+    result_type await_resume() {
+        this->rethrow_if_error();
+        return static_cast<result_type>(result_);
+    }
+    bool poll(context& cx) { return detail::drive_fd(claim_, cx, what(), &call, &f_, result_); }
+    const char* what() const noexcept {
+        return claim_.write ? "aspen::async_fd::write_with" : "aspen::async_fd::read_with";
+    }
+
+private:
+    static long long call(void* f, int fd) { return static_cast<long long>((*static_cast<F*>(f))(fd)); }
+
+    detail::io_claim claim_;
+    F f_;
+    long long result_ = 0;
+};
+
+// f(fd) must return a signed integer, as a syscall does.
+template <class F>
+concept fd_operation = std::move_constructible<F> && std::invocable<F&, int> &&
+                       std::signed_integral<std::invoke_result_t<F&, int>>;
+
+class async_fd {
+public:
+    async_fd() noexcept = default;  // empty: every operation throws std::logic_error
+    async_fd(async_fd&&) noexcept = default;
+    async_fd& operator=(async_fd&&) noexcept = default;
+
+    // Takes ownership of fd and makes it non-blocking. Throws
+    // std::invalid_argument for a negative fd, a regular file or a
+    // directory (the fd then stays open and the caller's), and
+    // std::system_error for an fd that is not open (EBADF).
+    static async_fd adopt(int fd);
+
+    template <fd_operation F>
+    fd_op_awaitable<F> read_with(F f) {
+        return fd_op_awaitable<F>(io_.require("aspen::async_fd::read_with"), false, std::move(f));
+    }
+    template <fd_operation F>
+    fd_op_awaitable<F> write_with(F f) {
+        return fd_op_awaitable<F>(io_.require("aspen::async_fd::write_with"), true, std::move(f));
+    }
+
+    // Deregisters the fd and returns it, open; the async_fd is empty after.
+    // Throws std::logic_error while an operation on it exists (awaited or
+    // not), or if it is empty.
+    int release();
+
+    int native_handle() const noexcept { return io_.fd(); }
+    bool is_open() const noexcept { return static_cast<bool>(io_); }
+
+private:
+    explicit async_fd(detail::io_handle io) noexcept : io_(std::move(io)) {}
+    detail::io_handle io_;
+};
+
+}  // namespace aspen

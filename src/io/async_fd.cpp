@@ -1,0 +1,62 @@
+// async_fd: adoption, release, and its operations on the socket operation
+// loop (drive(), io_source.hpp).
+#include <aspen/async_fd.hpp>
+
+#include "io/io_source.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace aspen {
+
+namespace detail {
+bool drive_fd(io_claim& c, context& cx, const char* what, fd_call call, void* f, long long& result) {
+    int fd = c.src->fd;
+    return drive(c, cx, what, [&] {
+        long long r = call(f, fd);
+        if (r < 0) return classify_errno(what);  // f's errno, as a syscall leaves it
+        result = r;
+        return attempt_result::done;
+    });
+}
+}  // namespace detail
+
+async_fd async_fd::adopt(int fd) {
+    const std::string what = "aspen::async_fd::adopt(" + std::to_string(fd) + ")";
+    if (fd < 0) throw std::invalid_argument(what + ": not a file descriptor");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) detail::throw_errno(errno, what);
+    // epoll_ctl refuses them with EPERM at the first operation; say why now.
+    if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+        throw std::invalid_argument(what + ": a regular file or directory cannot be watched by epoll "
+                                           "(its reads never wait); use aspen::spawn_blocking for file I/O");
+    auto s = std::make_unique<detail::io_source>(fd);
+    int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || (!(flags & O_NONBLOCK) && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)) {
+        int err = errno;
+        s->fd = -1;  // the caller's still
+        detail::throw_errno(err, what + ": fcntl(O_NONBLOCK)");
+    }
+    return async_fd(detail::io_handle(s.release()));
+}
+
+int async_fd::release() {
+    const char* what = "aspen::async_fd::release";
+    detail::io_source* s = io_.require(what);
+    // acquire: an operation awaitable lets go of its reference with acq_rel
+    // (io_release), so its uses of the state happen before ours. Only this
+    // object makes new operations, so the count cannot grow meanwhile.
+    if (s->refs.load(std::memory_order_acquire) != 1)
+        throw std::logic_error(std::string(what) + ": an operation on this fd still exists");
+    io_.release();
+    int fd = std::exchange(s->fd, -1);
+    detail::io_release(s);  // the last reference: deregisters, keeps the fd open
+    return fd;
+}
+
+}  // namespace aspen
