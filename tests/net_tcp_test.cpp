@@ -112,15 +112,81 @@ TEST(Tcp, HalfCloseReadingAfterEofAndShortReadExact) {
     });
 }
 
+// peek copies what a read would get and leaves it there; it waits for data
+// like read, and sees the end of stream as 0.
+TEST(Tcp, PeekLeavesTheBytesForTheNextRead) {
+    aspen::runtime rt(aspen_test::workers(2));
+    aspen_test::within(30s, "peek", [&] {
+        rt.block_on([]() -> task<void> {
+            auto [client, server] = co_await connected_pair();
+            auto [rd, wr] = std::move(server).into_split();
+            char buf[16] = {};
+            // Waits: nothing has been sent yet.
+            auto peeker = aspen::spawn([](aspen::tcp_read_half& rd) -> task<std::string> {
+                char b[3];
+                std::size_t n = co_await rd.peek(b, sizeof b);
+                co_return std::string(b, n);
+            }(rd));
+            co_await aspen::sleep(5ms);
+            co_await client.write_all("hello");
+            std::string first = co_await peeker;
+            EXPECT_EQ(first, std::string("hello").substr(0, first.size()));
+            EXPECT_FALSE(first.empty());
+            std::size_t n = co_await rd.read_exact(buf, 5);  // every byte is still there
+            EXPECT_EQ(std::string(buf, n), "hello");
+            co_await client.write_all("xy");
+            n = co_await rd.read_exact(buf, 2);
+            EXPECT_EQ(std::string(buf, n), "xy");
+            client.shutdown(aspen::shutdown_mode::write);
+            EXPECT_EQ(co_await rd.peek(buf, sizeof buf), 0u);  // end of stream
+            EXPECT_EQ(co_await rd.peek(buf, sizeof buf), 0u);
+            EXPECT_EQ(co_await rd.read(buf, sizeof buf), 0u);
+        }());
+    });
+}
+
+TEST(Tcp, LingerAndTtlOptions) {
+    aspen::runtime rt(aspen_test::workers(1));
+    aspen_test::within(30s, "tcp options", [&] {
+        rt.block_on([]() -> task<void> {
+            auto [client, server] = co_await connected_pair();
+            EXPECT_EQ(client.linger(), std::nullopt);
+            client.set_linger(3s);
+            EXPECT_EQ(client.linger(), std::optional<std::chrono::seconds>(3s));
+            client.set_linger(std::nullopt);
+            EXPECT_EQ(client.linger(), std::nullopt);
+            EXPECT_THROW(client.set_linger(-1s), std::invalid_argument);
+            client.set_ttl(42);
+            EXPECT_EQ(client.ttl(), 42u);
+            for (std::uint32_t bad : {0u, 256u}) {
+                try {
+                    client.set_ttl(bad);
+                    ADD_FAILURE() << "accepted TTL " << bad;
+                } catch (const std::system_error& e) {
+                    EXPECT_EQ(e.code().value(), EINVAL);
+                    EXPECT_NE(std::string(e.what()).find("1 to 255"), std::string::npos) << e.what();
+                }
+            }
+            EXPECT_EQ(client.ttl(), 42u);
+            // IPv6: the hop limit.
+            tcp_listener l6 = tcp_listener::bind(socket_address::loopback_v6(0));
+            auto accepted = aspen::spawn([](tcp_listener& l) -> task<tcp_stream> { co_return co_await l.accept(); }(l6));
+            tcp_stream c6 = co_await tcp_stream::connect(l6.local_addr());
+            tcp_stream s6 = co_await accepted;
+            c6.set_ttl(7);
+            EXPECT_EQ(c6.ttl(), 7u);
+            EXPECT_THROW(tcp_stream().ttl(), std::logic_error);
+        }());
+    });
+}
+
 TEST(Tcp, PeerResetIsAnErrorWithTheErrno) {
     aspen::runtime rt(aspen_test::workers(2));
     aspen_test::within(30s, "peer reset", [&] {
         rt.block_on([]() -> task<void> {
             auto [client, server] = co_await connected_pair();
             // SO_LINGER 0: close sends RST instead of FIN.
-            linger lg{1, 0};
-            if (::setsockopt(client.native_handle(), SOL_SOCKET, SO_LINGER, &lg, sizeof lg) != 0)
-                throw std::system_error(errno, std::generic_category(), "SO_LINGER");
+            client.set_linger(0s);
             client = tcp_stream();  // closes
             char buf[8];
             try {

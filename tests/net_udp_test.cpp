@@ -114,6 +114,50 @@ TEST(Udp, SendToRecvFromAndConnectedSendRecv) {
     EXPECT_EQ(rt.metrics().io_registrations, 0u);
 }
 
+// peek_from reports the datagram (sender, truncation) and leaves it queued.
+TEST(Udp, PeekFromLeavesTheDatagramQueued) {
+    aspen::runtime rt(aspen_test::workers(2));
+    aspen_test::within(30s, "udp peek", [&] {
+        rt.block_on([]() -> task<void> {
+            udp_socket a = udp_socket::bind(socket_address::loopback_v4(0));
+            udp_socket b = udp_socket::bind(socket_address::loopback_v4(0));
+            auto peeker = aspen::spawn([](udp_socket& b) -> task<udp_socket::received> {
+                char small[2];
+                co_return co_await b.peek_from(small, sizeof small);  // waits for the datagram
+            }(b));
+            co_await aspen::sleep(5ms);
+            EXPECT_EQ(co_await a.send_to("hello", b.local_addr()), 5u);
+            udp_socket::received p = co_await peeker;
+            EXPECT_EQ(p.size, 2u);
+            EXPECT_TRUE(p.truncated);
+            EXPECT_EQ(p.peer, a.local_addr());
+            char buf[16];
+            p = co_await b.peek_from(buf, sizeof buf);
+            EXPECT_EQ(std::string(buf, p.size), "hello");
+            EXPECT_FALSE(p.truncated);
+            udp_socket::received r = co_await b.recv_from(buf, sizeof buf);  // still there
+            EXPECT_EQ(std::string(buf, r.size), "hello");
+            EXPECT_EQ(co_await a.send_to("next", b.local_addr()), 4u);
+            r = co_await b.recv_from(buf, sizeof buf);
+            EXPECT_EQ(std::string(buf, r.size), "next");  // the peeked one was consumed once
+        }());
+    });
+}
+
+TEST(Udp, BroadcastAndTtlOptions) {
+    udp_socket s = udp_socket::bind(socket_address::loopback_v4(0));
+    EXPECT_FALSE(s.broadcast());
+    s.set_broadcast(true);
+    EXPECT_TRUE(s.broadcast());
+    s.set_ttl(9);
+    EXPECT_EQ(s.ttl(), 9u);
+    EXPECT_THROW(s.set_ttl(0), std::system_error);
+    udp_socket v6 = udp_socket::bind(socket_address::loopback_v6(0));
+    v6.set_ttl(200);
+    EXPECT_EQ(v6.ttl(), 200u);
+    EXPECT_THROW(udp_socket().set_broadcast(true), std::logic_error);
+}
+
 TEST(Udp, Ipv6AndConnectedRefusal) {
     aspen::runtime rt(aspen_test::workers(1));
     aspen_test::within(30s, "udp v6", [&] {

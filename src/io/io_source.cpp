@@ -4,11 +4,13 @@
 
 #include <aspen/time.hpp>
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace aspen::detail {
 
@@ -145,6 +147,46 @@ socket_address peer_address(int fd, const char* what) {
 
 std::string describe(const char* what, const socket_address& addr) {
     return std::string(what) + " " + addr.to_string();
+}
+
+void set_flag_option(int fd, int level, int name, bool on, const char* what) {
+    int v = on ? 1 : 0;
+    if (::setsockopt(fd, level, name, &v, sizeof v) != 0) throw_errno(errno, what);
+}
+
+bool flag_option(int fd, int level, int name, const char* what) {
+    int v = 0;
+    socklen_t len = sizeof v;
+    if (::getsockopt(fd, level, name, &v, &len) != 0) throw_errno(errno, what);
+    return v != 0;
+}
+
+namespace {
+// The level and option of a socket's unicast TTL: by its address family.
+std::pair<int, int> ttl_option(int fd, const char* what) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) throw_errno(errno, what);
+    if (ss.ss_family == AF_INET6) return {IPPROTO_IPV6, IPV6_UNICAST_HOPS};
+    return {IPPROTO_IP, IP_TTL};
+}
+}  // namespace
+
+void set_ttl_of(int fd, std::uint32_t ttl, const char* what) {
+    // The kernel takes 1 to 255 (IPv6: also -1, "the route's default",
+    // which an unsigned value cannot ask for); larger values would wrap.
+    if (ttl == 0 || ttl > 255) throw_errno(EINVAL, std::string(what) + ": the TTL must be 1 to 255, not " + std::to_string(ttl));
+    auto [level, name] = ttl_option(fd, what);
+    int v = static_cast<int>(ttl);
+    if (::setsockopt(fd, level, name, &v, sizeof v) != 0) throw_errno(errno, what);
+}
+
+std::uint32_t ttl_of(int fd, const char* what) {
+    auto [level, name] = ttl_option(fd, what);
+    int v = 0;
+    socklen_t len = sizeof v;
+    if (::getsockopt(fd, level, name, &v, &len) != 0) throw_errno(errno, what);
+    return static_cast<std::uint32_t>(v);
 }
 
 }  // namespace aspen::detail

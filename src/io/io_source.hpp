@@ -160,6 +160,12 @@ socket_address local_address(int fd, const char* what);
 socket_address peer_address(int fd, const char* what);
 // e.g. "aspen::tcp_stream::connect to 127.0.0.1:80"
 std::string describe(const char* what, const socket_address& addr);
+// A boolean socket option (TCP_NODELAY, SO_BROADCAST, ...).
+void set_flag_option(int fd, int level, int name, bool on, const char* what);
+bool flag_option(int fd, int level, int name, const char* what);
+// IP_TTL, or IPV6_UNICAST_HOPS on an IPv6 socket.
+void set_ttl_of(int fd, std::uint32_t ttl, const char* what);
+std::uint32_t ttl_of(int fd, const char* what);
 
 // errno after a failed syscall: would_block, again, or throws.
 inline attempt_result classify_errno(const char* what) {

@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
+#include <stdexcept>
 #include <string>
 
 namespace aspen {
@@ -61,16 +63,20 @@ bool transfer_awaitable::poll(context& cx) {
     // once, as recv/send would, instead of waiting for readiness first (a
     // datagram of 0 bytes is a real datagram, so not for those).
     if ((exact || stream_) && done_ == size_) return true;
-    bool reading = kind_ == kind::read || kind_ == kind::read_exact;
+    bool peeking = kind_ == kind::peek;
+    bool reading = kind_ == kind::read || kind_ == kind::read_exact || peeking;
     int fd = claim_.src->fd;
     bool finished = detail::drive(claim_, cx, what_, [&] {
         std::size_t want = size_ - done_;
         bool queue_empty = false;
         ssize_t n = !reading                  ? ::send(fd, data_ + done_, want, MSG_NOSIGNAL)
+                    : peeking                 ? ::recv(fd, data_, want, MSG_PEEK)
                     : claim_.src->reports_inq ? recv_reporting_inq(fd, data_ + done_, want, queue_empty)
                                               : ::recv(fd, data_ + done_, want, 0);
         if (n < 0) return detail::classify_errno(what_);
         done_ += static_cast<std::size_t>(n);
+        // The peeked bytes are still there: the socket stays readable.
+        if (peeking) return attempt_result::done;
         // On a stream, recv/send stop short only when the receive queue is
         // empty / the send buffer full (Linux TCP and Unix stream sockets
         // copy until one or the other); the next edge will say when that
@@ -192,17 +198,8 @@ void tcp_stream::shutdown(shutdown_mode how) {
 }
 
 namespace {
-void set_nodelay_of(int fd, bool on, const char* what) {
-    int v = on ? 1 : 0;
-    if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, sizeof v) != 0) detail::throw_errno(errno, what);
-}
-
-bool nodelay_of(int fd, const char* what) {
-    int v = 0;
-    socklen_t len = sizeof v;
-    if (::getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) != 0) detail::throw_errno(errno, what);
-    return v != 0;
-}
+void set_nodelay_of(int fd, bool on, const char* what) { detail::set_flag_option(fd, IPPROTO_TCP, TCP_NODELAY, on, what); }
+bool nodelay_of(int fd, const char* what) { return detail::flag_option(fd, IPPROTO_TCP, TCP_NODELAY, what); }
 }  // namespace
 
 void tcp_stream::set_nodelay(bool on) {
@@ -213,6 +210,34 @@ void tcp_stream::set_nodelay(bool on) {
 bool tcp_stream::nodelay() const {
     const char* what = "aspen::tcp_stream::nodelay";
     return nodelay_of(io_.require(what)->fd, what);
+}
+
+void tcp_stream::set_linger(std::optional<std::chrono::seconds> linger) {
+    const char* what = "aspen::tcp_stream::set_linger";
+    if (linger && (linger->count() < 0 || linger->count() > std::numeric_limits<int>::max()))
+        throw std::invalid_argument(std::string(what) + ": the linger time must be 0 to INT_MAX seconds, not " +
+                                    std::to_string(linger->count()));
+    ::linger l{linger ? 1 : 0, linger ? static_cast<int>(linger->count()) : 0};
+    if (::setsockopt(io_.require(what)->fd, SOL_SOCKET, SO_LINGER, &l, sizeof l) != 0) detail::throw_errno(errno, what);
+}
+
+std::optional<std::chrono::seconds> tcp_stream::linger() const {
+    const char* what = "aspen::tcp_stream::linger";
+    ::linger l{};
+    socklen_t len = sizeof l;
+    if (::getsockopt(io_.require(what)->fd, SOL_SOCKET, SO_LINGER, &l, &len) != 0) detail::throw_errno(errno, what);
+    if (!l.l_onoff) return std::nullopt;
+    return std::chrono::seconds(l.l_linger);
+}
+
+void tcp_stream::set_ttl(std::uint32_t ttl) {
+    const char* what = "aspen::tcp_stream::set_ttl";
+    detail::set_ttl_of(io_.require(what)->fd, ttl, what);
+}
+
+std::uint32_t tcp_stream::ttl() const {
+    const char* what = "aspen::tcp_stream::ttl";
+    return detail::ttl_of(io_.require(what)->fd, what);
 }
 
 socket_address tcp_stream::local_addr() const {

@@ -25,7 +25,8 @@ bool datagram_awaitable::poll(context& cx) {
         sockaddr_storage from{};
         socklen_t len = sizeof from;
         // MSG_TRUNC: returns the datagram's real length, so truncation shows.
-        ssize_t n = ::recvfrom(fd, data_, size_, MSG_TRUNC, reinterpret_cast<sockaddr*>(&from), &len);
+        int flags = MSG_TRUNC | (peek_ ? MSG_PEEK : 0);
+        ssize_t n = ::recvfrom(fd, data_, size_, flags, reinterpret_cast<sockaddr*>(&from), &len);
         if (n < 0) return detail::classify_errno(what());
         result_.size = std::min(static_cast<std::size_t>(n), size_);
         result_.truncated = static_cast<std::size_t>(n) > size_;
@@ -45,6 +46,26 @@ void udp_socket::connect(const socket_address& peer) {
     const char* what = "aspen::udp_socket::connect to";
     if (::connect(io_.require(what)->fd, peer.native(), peer.native_size()) != 0)
         detail::throw_errno(errno, detail::describe(what, peer));
+}
+
+void udp_socket::set_broadcast(bool on) {
+    const char* what = "aspen::udp_socket::set_broadcast";
+    detail::set_flag_option(io_.require(what)->fd, SOL_SOCKET, SO_BROADCAST, on, what);
+}
+
+bool udp_socket::broadcast() const {
+    const char* what = "aspen::udp_socket::broadcast";
+    return detail::flag_option(io_.require(what)->fd, SOL_SOCKET, SO_BROADCAST, what);
+}
+
+void udp_socket::set_ttl(std::uint32_t ttl) {
+    const char* what = "aspen::udp_socket::set_ttl";
+    detail::set_ttl_of(io_.require(what)->fd, ttl, what);
+}
+
+std::uint32_t udp_socket::ttl() const {
+    const char* what = "aspen::udp_socket::ttl";
+    return detail::ttl_of(io_.require(what)->fd, what);
 }
 
 socket_address udp_socket::local_addr() const {

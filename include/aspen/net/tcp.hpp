@@ -44,6 +44,7 @@
 //   accept      cancel-safe: a connection is taken from the kernel only in
 //               the poll that completes the accept, so none is lost.
 //   read        cancel-safe: no bytes are consumed unless the read completes.
+//   peek        cancel-safe: consumes nothing in any case.
 //   write       cancel-safe: nothing was sent unless it completed.
 //   read_exact  NOT cancel-safe: bytes already received into the buffer are
 //               consumed from the stream; the caller does not learn how many.
@@ -58,6 +59,7 @@
 #include <aspen/net/address.hpp>
 #include <aspen/time.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -77,7 +79,7 @@ enum class shutdown_mode : std::uint8_t { read, write, both };
 // connected send / recv) return; `co_await` it for the byte count.
 class [[nodiscard]] transfer_awaitable : public detail::io_awaitable<transfer_awaitable> {
 public:
-    enum class kind : std::uint8_t { read, read_exact, write, write_all };
+    enum class kind : std::uint8_t { read, read_exact, write, write_all, peek };
     // `stream`: a byte stream (TCP), where a short read or write shows the
     // kernel buffer drained or full; false for datagrams.
     transfer_awaitable(detail::io_source* s, kind k, bool stream, const char* what, void* data, std::size_t size) noexcept
@@ -157,6 +159,14 @@ public:
     }
     transfer_awaitable read_exact(std::span<char> buf) { return read_exact(buf.data(), buf.size()); }
     transfer_awaitable read_exact(std::span<std::byte> buf) { return read_exact(buf.data(), buf.size()); }
+    // As read, but the bytes stay in the socket for the next read (e.g. to
+    // sniff a protocol): waits until at least one byte or the end of stream
+    // is there, copies up to size of them, consumes none.
+    transfer_awaitable peek(void* data, std::size_t size) {
+        return make(transfer_awaitable::kind::peek, D::peek_what, data, size);
+    }
+    transfer_awaitable peek(std::span<char> buf) { return peek(buf.data(), buf.size()); }
+    transfer_awaitable peek(std::span<std::byte> buf) { return peek(buf.data(), buf.size()); }
 
 private:
     transfer_awaitable make(transfer_awaitable::kind k, const char* what, void* data, std::size_t size) {
@@ -204,7 +214,7 @@ public:
     // Takes ownership of a connected stream socket (made non-blocking here).
     static tcp_stream from_native(int fd);
 
-    // read, read_exact (stream_reads), write, write_all (stream_writes).
+    // read, read_exact, peek (stream_reads), write, write_all (stream_writes).
 
     // The read half and the write half of this stream, which is left empty
     // (see "Split" above). std::logic_error if the stream is empty.
@@ -215,6 +225,17 @@ public:
     void shutdown(shutdown_mode how = shutdown_mode::write);
     void set_nodelay(bool on);
     bool nodelay() const;
+    // SO_LINGER: with a duration, closing the socket waits (blocking the
+    // closing thread) up to that long for unsent data to go out, and 0s
+    // resets the connection at close instead of the normal FIN; nullopt
+    // (the default) closes in the background. Use 0s with care: the peer
+    // sees ECONNRESET.
+    void set_linger(std::optional<std::chrono::seconds> linger);
+    std::optional<std::chrono::seconds> linger() const;
+    // IP_TTL (IPV6_UNICAST_HOPS on IPv6): 1 to 255; other values throw
+    // std::system_error(EINVAL).
+    void set_ttl(std::uint32_t ttl);
+    std::uint32_t ttl() const;
     socket_address local_addr() const;
     socket_address peer_addr() const;
     int native_handle() const noexcept { return io_.fd(); }
@@ -227,6 +248,7 @@ private:
     friend class detail::stream_writes<tcp_stream>;
     static constexpr const char* read_what = "aspen::tcp_stream::read";
     static constexpr const char* read_exact_what = "aspen::tcp_stream::read_exact";
+    static constexpr const char* peek_what = "aspen::tcp_stream::peek";
     static constexpr const char* write_what = "aspen::tcp_stream::write";
     static constexpr const char* write_all_what = "aspen::tcp_stream::write_all";
     explicit tcp_stream(detail::io_handle io) noexcept : io_(std::move(io)) {}
@@ -254,7 +276,7 @@ protected:
 }  // namespace detail
 
 // The read side of a split stream (tcp_stream::into_split): read,
-// read_exact, the addresses.
+// read_exact, peek, the addresses.
 class tcp_read_half : public detail::stream_half, public detail::stream_reads<tcp_read_half> {
 public:
     tcp_read_half() noexcept = default;
@@ -266,6 +288,7 @@ private:
     friend class detail::stream_reads<tcp_read_half>;
     static constexpr const char* read_what = "aspen::tcp_read_half::read";
     static constexpr const char* read_exact_what = "aspen::tcp_read_half::read_exact";
+    static constexpr const char* peek_what = "aspen::tcp_read_half::peek";
     explicit tcp_read_half(detail::io_source* s) noexcept : stream_half(s, false) {}
 };
 

@@ -19,10 +19,11 @@
 // otherwise), closing it under a waiting operation makes that throw
 // ECANCELED, move-only.
 //
-// Cancel safety: send_to, send, recv_from and recv are all cancel-safe: a
-// datagram is sent, or taken from the socket, only in the poll that
-// completes the operation, so an aborted operation neither loses a received
-// datagram nor leaves half of one sent.
+// Cancel safety: send_to, send, recv_from, peek_from and recv are all
+// cancel-safe: a datagram is sent, or taken from the socket, only in the
+// poll that completes the operation (peek_from takes nothing in any case),
+// so an aborted operation neither loses a received datagram nor leaves half
+// of one sent.
 #pragma once
 
 #include <aspen/detail/io_handle.hpp>
@@ -30,6 +31,7 @@
 #include <aspen/net/tcp.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string_view>
 
@@ -47,9 +49,11 @@ public:
         bool truncated = false;  // the datagram was longer than the buffer
     };
 
-    // Receive (recv_from) when `to` is null, else send to *to.
-    datagram_awaitable(detail::io_source* s, void* data, std::size_t size, const socket_address* to) noexcept
-        : claim_(s, to != nullptr), data_(data), size_(size) {
+    // Receive (recv_from; peek_from with `peek`) when `to` is null, else
+    // send to *to.
+    datagram_awaitable(detail::io_source* s, void* data, std::size_t size, const socket_address* to,
+                       bool peek = false) noexcept
+        : claim_(s, to != nullptr), data_(data), size_(size), peek_(peek) {
         if (to) to_ = *to;
     }
     received await_resume() {
@@ -57,7 +61,11 @@ public:
         return result_;
     }
     bool poll(context& cx);
-    const char* what() const noexcept { return claim_.write ? "aspen::udp_socket::send_to" : "aspen::udp_socket::recv_from"; }
+    const char* what() const noexcept {
+        return claim_.write ? "aspen::udp_socket::send_to"
+               : peek_      ? "aspen::udp_socket::peek_from"
+                            : "aspen::udp_socket::recv_from";
+    }
 
 private:
     detail::io_claim claim_;
@@ -65,6 +73,7 @@ private:
     std::size_t size_;
     socket_address to_;
     received result_;
+    bool peek_ = false;
 };
 
 // send_to's awaitable reports only the byte count.
@@ -101,6 +110,11 @@ public:
         return datagram_awaitable(io_.require("aspen::udp_socket::recv_from"), data, size, nullptr);
     }
     datagram_awaitable recv_from(std::span<char> buf) { return recv_from(buf.data(), buf.size()); }
+    // As recv_from, but the datagram stays queued for the next receive.
+    datagram_awaitable peek_from(void* data, std::size_t size) {
+        return datagram_awaitable(io_.require("aspen::udp_socket::peek_from"), data, size, nullptr, true);
+    }
+    datagram_awaitable peek_from(std::span<char> buf) { return peek_from(buf.data(), buf.size()); }
 
     // Fixes the peer: send/recv then talk to it only (datagrams from other
     // addresses are dropped by the kernel). Synchronous.
@@ -115,6 +129,14 @@ public:
                                   "aspen::udp_socket::recv", data, size);
     }
     transfer_awaitable recv(std::span<char> buf) { return recv(buf.data(), buf.size()); }
+
+    // SO_BROADCAST: allows sending to a broadcast address (else EACCES).
+    void set_broadcast(bool on);
+    bool broadcast() const;
+    // IP_TTL (IPV6_UNICAST_HOPS on IPv6): 1 to 255; other values throw
+    // std::system_error(EINVAL).
+    void set_ttl(std::uint32_t ttl);
+    std::uint32_t ttl() const;
 
     socket_address local_addr() const;
     socket_address peer_addr() const;  // ENOTCONN unless connected
