@@ -3,7 +3,8 @@
 //   http_hello                       a bounded demo: serves on a free port and
 //                                    runs its own clients against it (keep-alive,
 //                                    malformed, oversized and stalled requests)
-//   http_hello --port P [--seconds S] [--workers W]    just serve on 127.0.0.1:P
+//   http_hello --port P [--seconds S] [--workers W]    just serve on 127.0.0.1:P,
+//                                    until Ctrl+C (SIGINT) or SIGTERM, or S seconds
 //
 // A slow or malformed client cannot hold a connection: the request head
 // must arrive within a read timeout (aspen::timeout) and fit in 8 KiB;
@@ -12,6 +13,7 @@
 #include <aspen/aspen.hpp>
 
 #include <cctype>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -176,6 +178,15 @@ aspen::task<void> serve(aspen::tcp_listener& listener, server_options opt, long 
     for (auto& h : active) co_await h;
 }
 
+// Serves until SIGINT or SIGTERM: then stops accepting, and the runtime's
+// end drops the connections still open.
+aspen::task<void> serve_until_signal(aspen::tcp_listener& listener) {
+    aspen::signal_listener term(SIGTERM);
+    auto first = co_await aspen::when_any(serve(listener, {}, -1), aspen::ctrl_c(),
+                                          [](aspen::signal_listener& t) -> aspen::task<void> { co_await t.recv(); }(term));
+    std::printf("http_hello: %s, shutting down\n", first.index == 1 ? "SIGINT" : "SIGTERM");
+}
+
 // ---- the demo's clients ---------------------------------------------------------
 
 // Sends `text` and reads until the server closes or `responses` complete
@@ -268,8 +279,8 @@ int main(int argc, char** argv) {
     std::printf("http_hello: serving http://%s/\n", listener.local_addr().to_string().c_str());
     std::fflush(stdout);
     try {
-        if (seconds >= 0) rt.block_on(aspen::timeout(std::chrono::seconds(seconds), serve(listener, {}, -1)));
-        else rt.block_on(serve(listener, {}, -1));
+        if (seconds >= 0) rt.block_on(aspen::timeout(std::chrono::seconds(seconds), serve_until_signal(listener)));
+        else rt.block_on(serve_until_signal(listener));
     } catch (const aspen::timed_out&) {
     }
     return 0;

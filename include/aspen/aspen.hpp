@@ -14,6 +14,7 @@
 #include <aspen/poll.hpp>
 #include <aspen/runtime.hpp>
 #include <aspen/select.hpp>
+#include <aspen/signal.hpp>
 #include <aspen/spawn.hpp>
 #include <aspen/spawn_blocking.hpp>
 #include <aspen/sync/all.hpp>

@@ -75,6 +75,10 @@ struct io_source {
     // A read that fills the caller's buffer then still learns whether it
     // drained the queue, as a short read does.
     bool reports_inq = false;
+    // A signal_listener's deliveries seen so far (src/io/signal.cpp): here,
+    // so that it lives as long as a recv that updates it. Written only by
+    // the one read-side operation in progress.
+    std::uint64_t signals_seen = 0;
 };
 
 // Throws the ECANCELED error of an operation whose socket was closed.
