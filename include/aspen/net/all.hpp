@@ -1,8 +1,10 @@
 // Networking at once: socket_address, tcp_listener / tcp_stream,
-// udp_socket, resolve. Each header documents its cancel safety at its top.
+// udp_socket, unix_listener / unix_stream, resolve. Each header documents
+// its cancel safety at its top.
 #pragma once
 
 #include <aspen/net/address.hpp>
 #include <aspen/net/resolve.hpp>
 #include <aspen/net/tcp.hpp>
 #include <aspen/net/udp_socket.hpp>
+#include <aspen/net/unix.hpp>

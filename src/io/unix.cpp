@@ -1,0 +1,169 @@
+// unix_listener and unix_stream (the operation loop is drive(),
+// io_source.hpp; reads and writes are tcp.cpp's transfer_awaitable).
+#include <aspen/net/unix.hpp>
+
+#include "io/io_source.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace aspen {
+
+using detail::attempt_result;
+using namespace std::chrono_literals;
+
+namespace {
+struct unix_address {
+    sockaddr_un sa{};
+    socklen_t len = 0;
+};
+
+constexpr std::size_t path_offset = offsetof(sockaddr_un, sun_path);
+
+// The address of path ("@name": abstract); std::invalid_argument naming
+// `what` and the path if it cannot be one.
+unix_address make_address(std::string_view path, const char* what) {
+    unix_address a;
+    const std::string quoted = std::string(what) + ": the path \"" + std::string(path) + "\"";
+    if (path.empty()) throw std::invalid_argument(std::string(what) + ": the path is empty");
+    if (path.find('\0') != std::string_view::npos) throw std::invalid_argument(quoted + " contains a NUL byte");
+    if (path.size() >= sizeof a.sa.sun_path)
+        throw std::invalid_argument(quoted + " is " + std::to_string(path.size()) + " bytes; at most " +
+                                    std::to_string(sizeof a.sa.sun_path - 1) + " fit in a sockaddr_un");
+    a.sa.sun_family = AF_UNIX;
+    std::memcpy(a.sa.sun_path, path.data(), path.size());
+    bool abstract = path.front() == '@';
+    if (abstract) a.sa.sun_path[0] = '\0';
+    // An abstract name is exactly its bytes; a file path ends with its NUL.
+    a.len = static_cast<socklen_t>(path_offset + path.size() + (abstract ? 0 : 1));
+    return a;
+}
+
+std::string path_of(const sockaddr_un& sa, socklen_t len) {
+    if (len <= path_offset) return {};  // unnamed
+    std::size_t n = len - path_offset;
+    if (sa.sun_path[0] == '\0') {
+        std::string name(1, '@');  // append, not operator+: g++ 12 -O3 warns falsely (-Wrestrict)
+        name.append(sa.sun_path + 1, n - 1);
+        return name;
+    }
+    return std::string(sa.sun_path, ::strnlen(sa.sun_path, n));
+}
+
+template <class Query>
+std::string query_path(int fd, Query query, const char* what) {
+    sockaddr_un sa{};
+    socklen_t len = sizeof sa;
+    if (query(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) detail::throw_errno(errno, what);
+    return path_of(sa, len);
+}
+
+std::string describe(const char* what, std::string_view path) { return std::string(what) + " " + std::string(path); }
+}  // namespace
+
+unix_listener unix_listener::bind(std::string_view path, int backlog) {
+    const char* what = "aspen::unix_listener::bind";
+    if (backlog < 0) throw std::invalid_argument("aspen::unix_listener::bind: the backlog must not be negative");
+    unix_address a = make_address(path, what);
+    detail::io_handle io = detail::make_io(detail::open_socket(AF_UNIX, SOCK_STREAM, what));
+    if (::bind(io.fd(), reinterpret_cast<const sockaddr*>(&a.sa), a.len) != 0)
+        detail::throw_errno(errno, describe(what, path));
+    if (::listen(io.fd(), backlog) != 0) detail::throw_errno(errno, describe("aspen::unix_listener::listen", path));
+    return unix_listener(std::move(io));
+}
+
+std::string unix_listener::local_path() const {
+    const char* what = "aspen::unix_listener::local_path";
+    return query_path(io_.require(what)->fd, ::getsockname, what);
+}
+
+bool unix_accept_awaitable::poll(context& cx) {
+    int lfd = claim_.src->fd;
+    return detail::drive(claim_, cx, what(), [&] {
+        int fd = ::accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            accepted_ = detail::make_io(fd);
+            return attempt_result::done;
+        }
+        // The connecting side went away while queued: take the next one.
+        if (errno == ECONNABORTED) return attempt_result::again;
+        return detail::classify_errno(what());  // EMFILE, ENFILE, ENOBUFS, ENOMEM throw
+    });
+}
+
+unix_connect_awaitable::unix_connect_awaitable(std::string path) : path_(std::move(path)) {
+    (void)make_address(path_, what());  // a bad path throws here, at the call
+}
+
+bool unix_connect_awaitable::poll(context& cx) {
+    if (!io_) io_ = detail::make_io(detail::open_socket(AF_UNIX, SOCK_STREAM, what()));
+    const unix_address a = make_address(path_, what());
+    for (;;) {
+        if (retry_ && !retry_->poll(cx)) return false;  // backlog full: waiting to try again
+        if (::connect(io_.fd(), reinterpret_cast<const sockaddr*>(&a.sa), a.len) == 0) return true;
+        int err = errno;
+        if (err == EISCONN) return true;  // an interrupted attempt went through
+        if (err == EINTR) continue;
+        // Linux answers a non-blocking connect to a full backlog with EAGAIN
+        // and nothing to wait on: poll again in a millisecond.
+        if (err != EAGAIN) detail::throw_errno(err, describe("aspen::unix_stream::connect to", path_));
+        if (retry_) retry_->reset(now() + 1ms);
+        else retry_.emplace(now() + 1ms);
+    }
+}
+
+std::pair<unix_stream, unix_stream> unix_stream::pair() {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) != 0)
+        detail::throw_errno(errno, "aspen::unix_stream::pair");
+    detail::io_handle first;
+    try {
+        first = detail::make_io(fds[0]);
+    } catch (...) {
+        ::close(fds[1]);
+        throw;
+    }
+    detail::io_handle second = detail::make_io(fds[1]);
+    return {unix_stream(std::move(first)), unix_stream(std::move(second))};
+}
+
+unix_stream unix_stream::from_native(int fd) {
+    int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+        detail::throw_errno(errno, "aspen::unix_stream::from_native");
+    return unix_stream(detail::make_io(fd));
+}
+
+void unix_stream::shutdown(shutdown_mode how) {
+    int h = how == shutdown_mode::read ? SHUT_RD : how == shutdown_mode::write ? SHUT_WR : SHUT_RDWR;
+    if (::shutdown(io_.require("aspen::unix_stream::shutdown")->fd, h) != 0)
+        detail::throw_errno(errno, "aspen::unix_stream::shutdown");
+}
+
+std::string unix_stream::local_path() const {
+    const char* what = "aspen::unix_stream::local_path";
+    return query_path(io_.require(what)->fd, ::getsockname, what);
+}
+
+std::string unix_stream::peer_path() const {
+    const char* what = "aspen::unix_stream::peer_path";
+    return query_path(io_.require(what)->fd, ::getpeername, what);
+}
+
+unix_credentials unix_stream::peer_credentials() const {
+    const char* what = "aspen::unix_stream::peer_credentials";
+    ucred c{};
+    socklen_t len = sizeof c;
+    if (::getsockopt(io_.require(what)->fd, SOL_SOCKET, SO_PEERCRED, &c, &len) != 0) detail::throw_errno(errno, what);
+    return {c.pid, c.uid, c.gid};
+}
+
+}  // namespace aspen
