@@ -197,6 +197,51 @@ TEST(Unix, PairPeekShutdownPathsAndCredentials) {
     });
 }
 
+// into_split: a reader task and a writer task per side, full duplex, every
+// byte checked; dropping a write half gives the peer end of stream.
+TEST(Unix, SplitHalvesCarryBothDirectionsAndTheWriteHalfEndsTheStream) {
+    aspen::runtime rt(aspen_test::workers(2));
+    aspen_test::within(60s, "unix split", [&] {
+        rt.block_on([]() -> task<void> {
+            constexpr std::size_t bytes = 1 << 20;
+            auto [a, b] = unix_stream::pair();
+            auto [ar, aw] = std::move(a).into_split();
+            auto [br, bw] = std::move(b).into_split();
+            EXPECT_FALSE(a.is_open());
+            EXPECT_EQ(ar.peer_path(), "");
+            EXPECT_EQ(aw.local_path(), "");
+            auto writer = [](aspen::unix_write_half w, std::size_t conn) -> task<void> {
+                std::string buf(4096, '\0');
+                for (std::size_t sent = 0; sent < bytes; sent += buf.size()) {
+                    for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = net_test::pattern_byte(conn, 0, sent + i);
+                    co_await w.write_all(buf);
+                }
+                // w goes here: the peer reads end of stream
+            };
+            auto reader = [](aspen::unix_read_half r, std::size_t conn) -> task<std::size_t> {
+                char buf[3000];
+                std::size_t got = 0;
+                for (;;) {
+                    std::size_t n = co_await r.read(buf, sizeof buf);
+                    if (n == 0) co_return got;
+                    for (std::size_t i = 0; i < n; ++i)
+                        if (buf[i] != net_test::pattern_byte(conn, 0, got + i)) co_return got + i;
+                    got += n;
+                }
+            };
+            auto w1 = aspen::spawn(writer(std::move(aw), 1));
+            auto w2 = aspen::spawn(writer(std::move(bw), 2));
+            auto r1 = aspen::spawn(reader(std::move(br), 1));
+            auto r2 = aspen::spawn(reader(std::move(ar), 2));
+            co_await w1;
+            co_await w2;
+            EXPECT_EQ(co_await r1, bytes);
+            EXPECT_EQ(co_await r2, bytes);
+            EXPECT_THROW((void)unix_stream().into_split(), std::logic_error);
+        }());
+    });
+}
+
 // With the backlog full, connect waits (tries again) instead of failing,
 // and completes once an accept makes room.
 TEST(Unix, ConnectWaitsWhileTheBacklogIsFull) {

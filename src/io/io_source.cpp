@@ -71,6 +71,13 @@ void io_close_side(io_source* s, bool write) noexcept { close_directions(s, !wri
 
 int io_fd(const io_source* s) noexcept { return s ? s->fd : -1; }
 
+io_source* split_source(io_handle& io, const char* what) {
+    io_source* s = io.require(what);
+    io_retain(s);
+    io.release();
+    return s;
+}
+
 io_source* io_require(io_source* s, const char* what) {
     if (!s) throw std::logic_error(std::string(what) + ": the socket is empty (moved from, split or default-constructed)");
     return s;

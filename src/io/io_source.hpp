@@ -105,6 +105,11 @@ enum class attempt_result {
     again,        // EINTR or partial progress: try again now
 };
 
+// into_split's share-out: the stream's reference becomes the read half's,
+// the write half takes one more, and `io` is left empty. Operations
+// already in progress keep their own. std::logic_error if io is empty.
+io_source* split_source(io_handle& io, const char* what);
+
 // Claims c's slot and registers the source if needed (first poll only).
 void begin_op(io_claim& c, const char* what);
 void end_op(io_claim& c) noexcept;

@@ -251,33 +251,29 @@ socket_address tcp_stream::peer_addr() const {
 }
 
 std::pair<tcp_read_half, tcp_write_half> tcp_stream::into_split() && {
-    detail::io_source* s = io_.require("aspen::tcp_stream::into_split");
-    // The stream's reference becomes the read half's; the write half takes
-    // one more. Operations already in progress keep their own.
-    detail::io_retain(s);
-    io_.release();
+    detail::io_source* s = detail::split_source(io_, "aspen::tcp_stream::into_split");
     return {tcp_read_half(s), tcp_write_half(s)};
 }
 
-socket_address detail::stream_half::local_addr() const {
+socket_address detail::tcp_half::local_addr() const {
     const char* what = io_.write_side() ? "aspen::tcp_write_half::local_addr" : "aspen::tcp_read_half::local_addr";
     return detail::local_address(io_.require(what)->fd, what);
 }
 
-socket_address detail::stream_half::peer_addr() const {
+socket_address detail::tcp_half::peer_addr() const {
     const char* what = io_.write_side() ? "aspen::tcp_write_half::peer_addr" : "aspen::tcp_read_half::peer_addr";
     return detail::peer_address(io_.require(what)->fd, what);
 }
 
 // Errors do not matter here: ENOTCONN only says the connection is already
 // gone, which is what the peer is to learn.
-void tcp_write_half::shut_write_quietly() noexcept {
-    if (io_) ::shutdown(io_.fd(), SHUT_WR);
+void detail::stream_half::shut_write_quietly() noexcept {
+    if (io_ && io_.write_side()) ::shutdown(io_.fd(), SHUT_WR);
 }
 
-tcp_write_half::~tcp_write_half() { shut_write_quietly(); }
+detail::stream_half::~stream_half() { shut_write_quietly(); }
 
-tcp_write_half& tcp_write_half::operator=(tcp_write_half&& other) noexcept {
+detail::stream_half& detail::stream_half::operator=(stream_half&& other) noexcept {
     if (this != &other) {
         shut_write_quietly();
         io_ = std::move(other.io_);
@@ -285,8 +281,7 @@ tcp_write_half& tcp_write_half::operator=(tcp_write_half&& other) noexcept {
     return *this;
 }
 
-void tcp_write_half::shutdown() {
-    const char* what = "aspen::tcp_write_half::shutdown";
+void detail::stream_half::shutdown_write(const char* what) {
     if (::shutdown(io_.require(what)->fd, SHUT_WR) != 0) detail::throw_errno(errno, what);
 }
 

@@ -158,6 +158,21 @@ std::string unix_stream::peer_path() const {
     return query_path(io_.require(what)->fd, ::getpeername, what);
 }
 
+std::pair<unix_read_half, unix_write_half> unix_stream::into_split() && {
+    detail::io_source* s = detail::split_source(io_, "aspen::unix_stream::into_split");
+    return {unix_read_half(s), unix_write_half(s)};
+}
+
+std::string detail::unix_half::local_path() const {
+    const char* what = io_.write_side() ? "aspen::unix_write_half::local_path" : "aspen::unix_read_half::local_path";
+    return query_path(io_.require(what)->fd, ::getsockname, what);
+}
+
+std::string detail::unix_half::peer_path() const {
+    const char* what = io_.write_side() ? "aspen::unix_write_half::peer_path" : "aspen::unix_read_half::peer_path";
+    return query_path(io_.require(what)->fd, ::getpeername, what);
+}
+
 unix_credentials unix_stream::peer_credentials() const {
     const char* what = "aspen::unix_stream::peer_credentials";
     ucred c{};

@@ -257,27 +257,44 @@ private:
 };
 
 namespace detail {
-// What both halves of a split stream have: their share of the socket (an
-// io_half) and the connection's addresses. Empty when default-constructed
-// or moved from.
+// What both halves of a split stream (TCP or Unix) have: their share of
+// the socket (an io_half). Empty when default-constructed or moved from. A
+// write half shuts the write direction down when it is destroyed or
+// assigned to, before letting go, so the peer reads end of stream.
 class stream_half {
 public:
-    socket_address local_addr() const;
-    socket_address peer_addr() const;
     int native_handle() const noexcept { return io_.fd(); }
     bool is_open() const noexcept { return static_cast<bool>(io_); }
 
 protected:
     stream_half() noexcept = default;
     stream_half(io_source* s, bool write) noexcept : io_(s, write) {}
+    stream_half(stream_half&&) noexcept = default;
+    stream_half& operator=(stream_half&& other) noexcept;
+    ~stream_half();
     io_source* source(const char* what) const { return io_.require(what); }
+    // shutdown(write) now; std::system_error naming `what` on failure.
+    void shutdown_write(const char* what);
     io_half io_;
+
+private:
+    void shut_write_quietly() noexcept;
+};
+
+// A TCP half's addresses.
+class tcp_half : public stream_half {
+public:
+    socket_address local_addr() const;
+    socket_address peer_addr() const;
+
+protected:
+    using stream_half::stream_half;
 };
 }  // namespace detail
 
 // The read side of a split stream (tcp_stream::into_split): read,
 // read_exact, peek, the addresses.
-class tcp_read_half : public detail::stream_half, public detail::stream_reads<tcp_read_half> {
+class tcp_read_half : public detail::tcp_half, public detail::stream_reads<tcp_read_half> {
 public:
     tcp_read_half() noexcept = default;
     tcp_read_half(tcp_read_half&&) noexcept = default;
@@ -289,22 +306,21 @@ private:
     static constexpr const char* read_what = "aspen::tcp_read_half::read";
     static constexpr const char* read_exact_what = "aspen::tcp_read_half::read_exact";
     static constexpr const char* peek_what = "aspen::tcp_read_half::peek";
-    explicit tcp_read_half(detail::io_source* s) noexcept : stream_half(s, false) {}
+    explicit tcp_read_half(detail::io_source* s) noexcept : tcp_half(s, false) {}
 };
 
 // The write side of a split stream: write, write_all, shutdown of the
 // write direction. Its destructor (and assigning to it) shuts the write
 // direction down before letting go, so the peer reads end of stream.
-class tcp_write_half : public detail::stream_half, public detail::stream_writes<tcp_write_half> {
+class tcp_write_half : public detail::tcp_half, public detail::stream_writes<tcp_write_half> {
 public:
     tcp_write_half() noexcept = default;
     tcp_write_half(tcp_write_half&&) noexcept = default;
-    tcp_write_half& operator=(tcp_write_half&& other) noexcept;
-    ~tcp_write_half();
+    tcp_write_half& operator=(tcp_write_half&&) noexcept = default;
 
     // shutdown(write) now (synchronous); the half stays usable for the
     // socket options and addresses. std::system_error on failure.
-    void shutdown();
+    void shutdown() { shutdown_write("aspen::tcp_write_half::shutdown"); }
     void set_nodelay(bool on);
     bool nodelay() const;
 
@@ -313,8 +329,7 @@ private:
     friend class detail::stream_writes<tcp_write_half>;
     static constexpr const char* write_what = "aspen::tcp_write_half::write";
     static constexpr const char* write_all_what = "aspen::tcp_write_half::write_all";
-    explicit tcp_write_half(detail::io_source* s) noexcept : stream_half(s, true) {}
-    void shut_write_quietly() noexcept;
+    explicit tcp_write_half(detail::io_source* s) noexcept : tcp_half(s, true) {}
 };
 
 class tcp_listener {

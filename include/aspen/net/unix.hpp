@@ -10,7 +10,7 @@
 // tcp_stream's, with the same rules (one read-side and one write-side
 // operation at a time, closing under a waiting operation makes it throw
 // ECANCELED, coop budget) and the same cancel safety (aspen/net/tcp.hpp).
-// There is no into_split yet.
+// into_split gives a unix_read_half and a unix_write_half, as for TCP.
 //
 // Paths: at most 107 bytes and no NUL byte, else std::invalid_argument. A
 // path that starts with '@' names a socket in Linux's abstract namespace
@@ -38,6 +38,8 @@
 namespace aspen {
 
 class unix_stream;
+class unix_read_half;
+class unix_write_half;
 
 // co_await listener.accept() -> unix_stream.
 class [[nodiscard]] unix_accept_awaitable : public detail::io_awaitable<unix_accept_awaitable> {
@@ -89,6 +91,10 @@ public:
 
     // read, read_exact, peek (stream_reads), write, write_all (stream_writes).
 
+    // The read half and the write half of this stream, which is left empty
+    // (see "Split" in aspen/net/tcp.hpp). std::logic_error if it is empty.
+    std::pair<unix_read_half, unix_write_half> into_split() &&;
+
     void shutdown(shutdown_mode how = shutdown_mode::write);
     // The socket's own path and the peer's: "@name" in the abstract
     // namespace, "" for an unnamed socket (a connecting side, a pair).
@@ -111,6 +117,53 @@ private:
     explicit unix_stream(detail::io_handle io) noexcept : io_(std::move(io)) {}
     detail::io_source* source(const char* what) const { return io_.require(what); }
     detail::io_handle io_;
+};
+
+namespace detail {
+// A Unix half's paths.
+class unix_half : public stream_half {
+public:
+    std::string local_path() const;
+    std::string peer_path() const;
+
+protected:
+    using stream_half::stream_half;
+};
+}  // namespace detail
+
+// The read side of a split stream: read, read_exact, peek, the paths.
+class unix_read_half : public detail::unix_half, public detail::stream_reads<unix_read_half> {
+public:
+    unix_read_half() noexcept = default;
+    unix_read_half(unix_read_half&&) noexcept = default;
+    unix_read_half& operator=(unix_read_half&&) noexcept = default;
+
+private:
+    friend class unix_stream;
+    friend class detail::stream_reads<unix_read_half>;
+    static constexpr const char* read_what = "aspen::unix_read_half::read";
+    static constexpr const char* read_exact_what = "aspen::unix_read_half::read_exact";
+    static constexpr const char* peek_what = "aspen::unix_read_half::peek";
+    explicit unix_read_half(detail::io_source* s) noexcept : unix_half(s, false) {}
+};
+
+// The write side: write, write_all, shutdown; destroying it (or assigning
+// to it) shuts the write direction down, so the peer reads end of stream.
+class unix_write_half : public detail::unix_half, public detail::stream_writes<unix_write_half> {
+public:
+    unix_write_half() noexcept = default;
+    unix_write_half(unix_write_half&&) noexcept = default;
+    unix_write_half& operator=(unix_write_half&&) noexcept = default;
+
+    // shutdown(write) now (synchronous). std::system_error on failure.
+    void shutdown() { shutdown_write("aspen::unix_write_half::shutdown"); }
+
+private:
+    friend class unix_stream;
+    friend class detail::stream_writes<unix_write_half>;
+    static constexpr const char* write_what = "aspen::unix_write_half::write";
+    static constexpr const char* write_all_what = "aspen::unix_write_half::write_all";
+    explicit unix_write_half(detail::io_source* s) noexcept : unix_half(s, true) {}
 };
 
 class unix_listener {
