@@ -182,8 +182,8 @@ aspen::task<void> serve(aspen::tcp_listener& listener, server_options opt, long 
 // end drops the connections still open.
 aspen::task<void> serve_until_signal(aspen::tcp_listener& listener) {
     aspen::signal_listener term(SIGTERM);
-    auto first = co_await aspen::when_any(serve(listener, {}, -1), aspen::ctrl_c(),
-                                          [](aspen::signal_listener& t) -> aspen::task<void> { co_await t.recv(); }(term));
+    auto wait_term = [](aspen::signal_listener& t) -> aspen::task<void> { co_await t.recv(); };
+    auto first = co_await aspen::when_any(serve(listener, {}, -1), aspen::ctrl_c(), wait_term(term));
     std::printf("http_hello: %s, shutting down\n", first.index == 1 ? "SIGINT" : "SIGTERM");
 }
 

@@ -182,7 +182,8 @@ std::pair<int, int> ttl_option(int fd, const char* what) {
 void set_ttl_of(int fd, std::uint32_t ttl, const char* what) {
     // The kernel takes 1 to 255 (IPv6: also -1, "the route's default",
     // which an unsigned value cannot ask for); larger values would wrap.
-    if (ttl == 0 || ttl > 255) throw_errno(EINVAL, std::string(what) + ": the TTL must be 1 to 255, not " + std::to_string(ttl));
+    if (ttl == 0 || ttl > 255)
+        throw_errno(EINVAL, std::string(what) + ": the TTL must be 1 to 255, not " + std::to_string(ttl));
     auto [level, name] = ttl_option(fd, what);
     int v = static_cast<int>(ttl);
     if (::setsockopt(fd, level, name, &v, sizeof v) != 0) throw_errno(errno, what);

@@ -198,7 +198,9 @@ void tcp_stream::shutdown(shutdown_mode how) {
 }
 
 namespace {
-void set_nodelay_of(int fd, bool on, const char* what) { detail::set_flag_option(fd, IPPROTO_TCP, TCP_NODELAY, on, what); }
+void set_nodelay_of(int fd, bool on, const char* what) {
+    detail::set_flag_option(fd, IPPROTO_TCP, TCP_NODELAY, on, what);
+}
 bool nodelay_of(int fd, const char* what) { return detail::flag_option(fd, IPPROTO_TCP, TCP_NODELAY, what); }
 }  // namespace
 
