@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -141,6 +142,23 @@ TEST(Tcp, PeekLeavesTheBytesForTheNextRead) {
             EXPECT_EQ(co_await rd.peek(buf, sizeof buf), 0u);  // end of stream
             EXPECT_EQ(co_await rd.peek(buf, sizeof buf), 0u);
             EXPECT_EQ(co_await rd.read(buf, sizeof buf), 0u);
+        }());
+    });
+}
+
+// write_with runs writev: two buffers in one call.
+TEST(Tcp, WriteWithRunsWritev) {
+    aspen::runtime rt(aspen_test::workers(2));
+    aspen_test::within(30s, "tcp writev", [&] {
+        rt.block_on([]() -> task<void> {
+            auto [client, server] = co_await connected_pair();
+            std::string head = "GET / ", tail = "HTTP/1.1";
+            iovec iov[2] = {{head.data(), head.size()}, {tail.data(), tail.size()}};
+            auto n = co_await client.write_with([&](int fd) { return ::writev(fd, iov, 2); });
+            EXPECT_EQ(n, 14);
+            char buf[14];
+            EXPECT_EQ(co_await server.read_exact(buf, sizeof buf), 14u);
+            EXPECT_EQ(std::string(buf, 14), "GET / HTTP/1.1");
         }());
     });
 }

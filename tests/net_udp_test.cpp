@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+
 #include <string>
 #include <system_error>
 
@@ -140,6 +142,34 @@ TEST(Udp, PeekFromLeavesTheDatagramQueued) {
             EXPECT_EQ(co_await a.send_to("next", b.local_addr()), 4u);
             r = co_await b.recv_from(buf, sizeof buf);
             EXPECT_EQ(std::string(buf, r.size), "next");  // the peeked one was consumed once
+        }());
+    });
+}
+
+// read_with runs recvmmsg: several datagrams in one call.
+TEST(Udp, ReadWithRunsRecvmmsg) {
+    aspen::runtime rt(aspen_test::workers(2));
+    aspen_test::within(30s, "udp recvmmsg", [&] {
+        rt.block_on([]() -> task<void> {
+            udp_socket a = udp_socket::bind(socket_address::loopback_v4(0));
+            udp_socket b = udp_socket::bind(socket_address::loopback_v4(0));
+            for (const char* m : {"one", "two", "three"}) co_await a.send_to(m, b.local_addr());
+            std::string got;
+            int received = 0;
+            while (received < 3) {
+                char bufs[3][16];
+                iovec iov[3];
+                mmsghdr msgs[3] = {};
+                for (int i = 0; i < 3; ++i) {
+                    iov[i] = {bufs[i], sizeof bufs[i]};
+                    msgs[i].msg_hdr.msg_iov = &iov[i];
+                    msgs[i].msg_hdr.msg_iovlen = 1;
+                }
+                int n = co_await b.read_with([&](int fd) { return ::recvmmsg(fd, msgs, 3, 0, nullptr); });
+                for (int i = 0; i < n; ++i) got += std::string(bufs[i], msgs[i].msg_len) + ",";
+                received += n;
+            }
+            EXPECT_EQ(got, "one,two,three,");
         }());
     });
 }

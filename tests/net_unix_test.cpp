@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -238,6 +240,70 @@ TEST(Unix, SplitHalvesCarryBothDirectionsAndTheWriteHalfEndsTheStream) {
             EXPECT_EQ(co_await r1, bytes);
             EXPECT_EQ(co_await r2, bytes);
             EXPECT_THROW((void)unix_stream().into_split(), std::logic_error);
+        }());
+    });
+}
+
+// write_with / read_with run sendmsg / recvmsg: a descriptor passes over
+// the socket (SCM_RIGHTS) and works on the other side.
+TEST(Unix, WriteWithAndReadWithPassADescriptor) {
+    aspen::runtime rt(aspen_test::workers(2));
+    aspen_test::within(30s, "unix SCM_RIGHTS", [&] {
+        rt.block_on([]() -> task<void> {
+            auto [a, b] = unix_stream::pair();
+            int p[2];
+            EXPECT_EQ(::pipe2(p, O_CLOEXEC), 0);
+            auto receiver = aspen::spawn([](unix_stream& b) -> task<int> {
+                char byte = 0;
+                iovec iov{&byte, 1};
+                alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+                msghdr msg{};
+                msg.msg_iov = &iov;
+                msg.msg_iovlen = 1;
+                msg.msg_control = control;
+                msg.msg_controllen = sizeof control;
+                ssize_t n = co_await b.read_with([&](int fd) { return ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC); });
+                cmsghdr* c = CMSG_FIRSTHDR(&msg);
+                if (n != 1 || !c || c->cmsg_type != SCM_RIGHTS) co_return -1;
+                int got = -1;
+                std::memcpy(&got, CMSG_DATA(c), sizeof got);
+                co_return got;
+            }(b));  // waits: nothing is sent yet
+            co_await aspen::sleep(5ms);
+            char byte = 'f';
+            iovec iov{&byte, 1};
+            alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+            msghdr msg{};
+            msg.msg_iov = &iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control;
+            msg.msg_controllen = sizeof control;
+            cmsghdr* c = CMSG_FIRSTHDR(&msg);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int));
+            std::memcpy(CMSG_DATA(c), &p[1], sizeof(int));
+            EXPECT_EQ(co_await a.write_with([&](int fd) { return ::sendmsg(fd, &msg, MSG_NOSIGNAL); }), 1);
+            int passed = co_await receiver;
+            EXPECT_GE(passed, 0);
+            EXPECT_NE(passed, p[1]);  // a new descriptor of the same pipe
+            EXPECT_EQ(::write(passed, "fd!", 3), 3);
+            char buf[4] = {};
+            EXPECT_EQ(::read(p[0], buf, 3), 3);
+            EXPECT_EQ(std::string(buf, 3), "fd!");
+            for (int fd : {p[0], p[1], passed}) ::close(fd);
+            try {
+                // a is writable, so f runs at once (read_with would wait
+                // for data that never comes).
+                co_await a.write_with([](int) -> int {
+                    errno = EIO;
+                    return -1;
+                });
+                ADD_FAILURE() << "no error";
+            } catch (const std::system_error& e) {
+                EXPECT_EQ(e.code().value(), EIO);
+                EXPECT_NE(std::string(e.what()).find("aspen::unix_stream::write_with"), std::string::npos) << e.what();
+            }
         }());
     });
 }

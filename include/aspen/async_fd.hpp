@@ -41,53 +41,12 @@
 // awaitable may move (e.g. into aspen::timeout) until it is awaited.
 #pragma once
 
+#include <aspen/detail/fd_op.hpp>
 #include <aspen/detail/io_handle.hpp>
 
-#include <concepts>
-#include <type_traits>
 #include <utility>
 
 namespace aspen {
-
-namespace detail {
-// One attempt of an async_fd operation: calls f(fd), maps its result as the
-// table above says. drive_fd runs them in the reactor's operation loop
-// (src/io/async_fd.cpp); true when the operation is done, its result in
-// `result`.
-using fd_call = long long (*)(void* f, int fd);
-bool drive_fd(io_claim& c, context& cx, const char* what, fd_call call, void* f, long long& result);
-}  // namespace detail
-
-// What read_with / write_with return; `co_await` it for f's result.
-template <class F>
-class [[nodiscard]] fd_op_awaitable : public detail::io_awaitable<fd_op_awaitable<F>> {
-public:
-    using result_type = std::invoke_result_t<F&, int>;
-
-    fd_op_awaitable(detail::io_source* s, bool write, F f) : claim_(s, write), f_(std::move(f)) {}
-    fd_op_awaitable(fd_op_awaitable&&) = default;  // until it is awaited (see io_awaitable)
-
-    result_type await_resume() {
-        this->rethrow_if_error();
-        return static_cast<result_type>(result_);
-    }
-    bool poll(context& cx) { return detail::drive_fd(claim_, cx, what(), &call, &f_, result_); }
-    const char* what() const noexcept {
-        return claim_.write ? "aspen::async_fd::write_with" : "aspen::async_fd::read_with";
-    }
-
-private:
-    static long long call(void* f, int fd) { return static_cast<long long>((*static_cast<F*>(f))(fd)); }
-
-    detail::io_claim claim_;
-    F f_;
-    long long result_ = 0;
-};
-
-// f(fd) must return a signed integer, as a syscall does.
-template <class F>
-concept fd_operation = std::move_constructible<F> && std::invocable<F&, int> &&
-                       std::signed_integral<std::invoke_result_t<F&, int>>;
 
 class async_fd {
 public:
@@ -103,11 +62,13 @@ public:
 
     template <fd_operation F>
     fd_op_awaitable<F> read_with(F f) {
-        return fd_op_awaitable<F>(io_.require("aspen::async_fd::read_with"), false, std::move(f));
+        const char* what = "aspen::async_fd::read_with";
+        return fd_op_awaitable<F>(io_.require(what), false, what, std::move(f));
     }
     template <fd_operation F>
     fd_op_awaitable<F> write_with(F f) {
-        return fd_op_awaitable<F>(io_.require("aspen::async_fd::write_with"), true, std::move(f));
+        const char* what = "aspen::async_fd::write_with";
+        return fd_op_awaitable<F>(io_.require(what), true, what, std::move(f));
     }
 
     // Deregisters the fd and returns it, open; the async_fd is empty after.

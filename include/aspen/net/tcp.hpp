@@ -55,6 +55,7 @@
 //   std::size_t n = co_await aspen::timeout(1s, stream.read(buf, sizeof buf));
 #pragma once
 
+#include <aspen/detail/fd_op.hpp>
 #include <aspen/detail/io_handle.hpp>
 #include <aspen/net/address.hpp>
 #include <aspen/time.hpp>
@@ -167,6 +168,16 @@ public:
     }
     transfer_awaitable peek(std::span<char> buf) { return peek(buf.data(), buf.size()); }
     transfer_awaitable peek(std::span<std::byte> buf) { return peek(buf.data(), buf.size()); }
+    // Runs f(fd) once the socket is readable: a receive aspen has no
+    // operation for (recvmsg with ancillary data, e.g. SCM_RIGHTS on a Unix
+    // socket). f's result and errors are read as async_fd reads them
+    // (aspen/async_fd.hpp); it occupies the read slot as read does, and is
+    // cancel-safe when f is one syscall.
+    template <fd_operation F>
+    fd_op_awaitable<F> read_with(F f) {
+        return fd_op_awaitable<F>(static_cast<D*>(this)->source(D::read_with_what), false, D::read_with_what,
+                                  std::move(f));
+    }
 
 private:
     transfer_awaitable make(transfer_awaitable::kind k, const char* what, void* data, std::size_t size) {
@@ -191,6 +202,13 @@ public:
     }
     transfer_awaitable write_all(std::string_view s) { return write_all(s.data(), s.size()); }
     transfer_awaitable write_all(std::span<const std::byte> buf) { return write_all(buf.data(), buf.size()); }
+    // As read_with, once the socket is writable (sendmsg of several buffers
+    // or with ancillary data); occupies the write slot.
+    template <fd_operation F>
+    fd_op_awaitable<F> write_with(F f) {
+        return fd_op_awaitable<F>(static_cast<D*>(this)->source(D::write_with_what), true, D::write_with_what,
+                                  std::move(f));
+    }
 
 private:
     transfer_awaitable make(transfer_awaitable::kind k, const char* what, const void* data, std::size_t size) {
@@ -214,7 +232,8 @@ public:
     // Takes ownership of a connected stream socket (made non-blocking here).
     static tcp_stream from_native(int fd);
 
-    // read, read_exact, peek (stream_reads), write, write_all (stream_writes).
+    // read, read_exact, peek, read_with (stream_reads), write, write_all,
+    // write_with (stream_writes).
 
     // The read half and the write half of this stream, which is left empty
     // (see "Split" above). std::logic_error if the stream is empty.
@@ -249,6 +268,8 @@ private:
     static constexpr const char* read_what = "aspen::tcp_stream::read";
     static constexpr const char* read_exact_what = "aspen::tcp_stream::read_exact";
     static constexpr const char* peek_what = "aspen::tcp_stream::peek";
+    static constexpr const char* read_with_what = "aspen::tcp_stream::read_with";
+    static constexpr const char* write_with_what = "aspen::tcp_stream::write_with";
     static constexpr const char* write_what = "aspen::tcp_stream::write";
     static constexpr const char* write_all_what = "aspen::tcp_stream::write_all";
     explicit tcp_stream(detail::io_handle io) noexcept : io_(std::move(io)) {}
@@ -306,6 +327,7 @@ private:
     static constexpr const char* read_what = "aspen::tcp_read_half::read";
     static constexpr const char* read_exact_what = "aspen::tcp_read_half::read_exact";
     static constexpr const char* peek_what = "aspen::tcp_read_half::peek";
+    static constexpr const char* read_with_what = "aspen::tcp_read_half::read_with";
     explicit tcp_read_half(detail::io_source* s) noexcept : tcp_half(s, false) {}
 };
 
@@ -329,6 +351,7 @@ private:
     friend class detail::stream_writes<tcp_write_half>;
     static constexpr const char* write_what = "aspen::tcp_write_half::write";
     static constexpr const char* write_all_what = "aspen::tcp_write_half::write_all";
+    static constexpr const char* write_with_what = "aspen::tcp_write_half::write_with";
     explicit tcp_write_half(detail::io_source* s) noexcept : tcp_half(s, true) {}
 };
 

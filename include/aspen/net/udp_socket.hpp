@@ -130,6 +130,20 @@ public:
     }
     transfer_awaitable recv(std::span<char> buf) { return recv(buf.data(), buf.size()); }
 
+    // f(fd) once the socket is readable / writable, for a syscall aspen has
+    // no operation for (recvmmsg, sendmmsg, ancillary data); as
+    // tcp_stream's read_with / write_with.
+    template <fd_operation F>
+    fd_op_awaitable<F> read_with(F f) {
+        const char* what = "aspen::udp_socket::read_with";
+        return fd_op_awaitable<F>(io_.require(what), false, what, std::move(f));
+    }
+    template <fd_operation F>
+    fd_op_awaitable<F> write_with(F f) {
+        const char* what = "aspen::udp_socket::write_with";
+        return fd_op_awaitable<F>(io_.require(what), true, what, std::move(f));
+    }
+
     // SO_BROADCAST: allows sending to a broadcast address (else EACCES).
     void set_broadcast(bool on);
     bool broadcast() const;

@@ -89,7 +89,9 @@ public:
     // Takes ownership of a connected Unix stream socket (made non-blocking).
     static unix_stream from_native(int fd);
 
-    // read, read_exact, peek (stream_reads), write, write_all (stream_writes).
+    // read, read_exact, peek, read_with (stream_reads), write, write_all,
+    // write_with (stream_writes): read_with / write_with with sendmsg and
+    // recvmsg pass descriptors (SCM_RIGHTS).
 
     // The read half and the write half of this stream, which is left empty
     // (see "Split" in aspen/net/tcp.hpp). std::logic_error if it is empty.
@@ -112,6 +114,8 @@ private:
     static constexpr const char* read_what = "aspen::unix_stream::read";
     static constexpr const char* read_exact_what = "aspen::unix_stream::read_exact";
     static constexpr const char* peek_what = "aspen::unix_stream::peek";
+    static constexpr const char* read_with_what = "aspen::unix_stream::read_with";
+    static constexpr const char* write_with_what = "aspen::unix_stream::write_with";
     static constexpr const char* write_what = "aspen::unix_stream::write";
     static constexpr const char* write_all_what = "aspen::unix_stream::write_all";
     explicit unix_stream(detail::io_handle io) noexcept : io_(std::move(io)) {}
@@ -144,6 +148,7 @@ private:
     static constexpr const char* read_what = "aspen::unix_read_half::read";
     static constexpr const char* read_exact_what = "aspen::unix_read_half::read_exact";
     static constexpr const char* peek_what = "aspen::unix_read_half::peek";
+    static constexpr const char* read_with_what = "aspen::unix_read_half::read_with";
     explicit unix_read_half(detail::io_source* s) noexcept : unix_half(s, false) {}
 };
 
@@ -163,6 +168,7 @@ private:
     friend class detail::stream_writes<unix_write_half>;
     static constexpr const char* write_what = "aspen::unix_write_half::write";
     static constexpr const char* write_all_what = "aspen::unix_write_half::write_all";
+    static constexpr const char* write_with_what = "aspen::unix_write_half::write_with";
     explicit unix_write_half(detail::io_source* s) noexcept : unix_half(s, true) {}
 };
 

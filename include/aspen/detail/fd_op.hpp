@@ -1,0 +1,56 @@
+// The awaitable of an operation that runs a caller's syscall on a
+// registered fd: async_fd's read_with / write_with, and the same on the
+// socket types (tcp_stream, udp_socket, unix_stream). How f's result is
+// read is at the top of aspen/async_fd.hpp.
+#pragma once
+
+#include <aspen/detail/io_handle.hpp>
+
+#include <concepts>
+#include <type_traits>
+#include <utility>
+
+namespace aspen {
+
+namespace detail {
+// One attempt of such an operation: calls f(fd), maps its result as
+// aspen/async_fd.hpp says. drive_fd runs them in the reactor's operation
+// loop (src/io/async_fd.cpp); true when the operation is done, its result
+// in `result`.
+using fd_call = long long (*)(void* f, int fd);
+bool drive_fd(io_claim& c, context& cx, const char* what, fd_call call, void* f, long long& result);
+}  // namespace detail
+
+// What read_with / write_with return; `co_await` it for f's result.
+template <class F>
+class [[nodiscard]] fd_op_awaitable : public detail::io_awaitable<fd_op_awaitable<F>> {
+public:
+    using result_type = std::invoke_result_t<F&, int>;
+
+    // `what` names the operation in errors (a string literal).
+    fd_op_awaitable(detail::io_source* s, bool write, const char* what, F f)
+        : claim_(s, write), what_(what), f_(std::move(f)) {}
+    fd_op_awaitable(fd_op_awaitable&&) = default;  // until it is awaited (see io_awaitable)
+
+    result_type await_resume() {
+        this->rethrow_if_error();
+        return static_cast<result_type>(result_);
+    }
+    bool poll(context& cx) { return detail::drive_fd(claim_, cx, what_, &call, &f_, result_); }
+    const char* what() const noexcept { return what_; }
+
+private:
+    static long long call(void* f, int fd) { return static_cast<long long>((*static_cast<F*>(f))(fd)); }
+
+    detail::io_claim claim_;
+    const char* what_;
+    F f_;
+    long long result_ = 0;
+};
+
+// f(fd) must return a signed integer, as a syscall does.
+template <class F>
+concept fd_operation = std::move_constructible<F> && std::invocable<F&, int> &&
+                       std::signed_integral<std::invoke_result_t<F&, int>>;
+
+}  // namespace aspen
