@@ -4,7 +4,6 @@
 
 #include "io/io_source.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -36,11 +35,11 @@ async_fd async_fd::adopt(int fd) {
         throw std::invalid_argument(what + ": a regular file or directory cannot be watched by epoll "
                                            "(its reads never wait); use aspen::spawn_blocking for file I/O");
     auto s = std::make_unique<detail::io_source>(fd);
-    int flags = ::fcntl(fd, F_GETFL);
-    if (flags < 0 || (!(flags & O_NONBLOCK) && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)) {
-        int err = errno;
+    try {
+        detail::make_nonblocking(fd, what);
+    } catch (...) {
         s->fd = -1;  // the caller's still
-        detail::throw_errno(err, what + ": fcntl(O_NONBLOCK)");
+        throw;
     }
     return async_fd(detail::io_handle(s.release()));
 }

@@ -4,6 +4,7 @@
 
 #include <aspen/time.hpp>
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -154,6 +155,12 @@ socket_address peer_address(int fd, const char* what) {
 
 std::string describe(const char* what, const socket_address& addr) {
     return std::string(what) + " " + addr.to_string();
+}
+
+void make_nonblocking(int fd, const std::string& what) {
+    int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || (!(flags & O_NONBLOCK) && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0))
+        throw_errno(errno, what + ": fcntl(O_NONBLOCK)");
 }
 
 void set_flag_option(int fd, int level, int name, bool on, const char* what) {

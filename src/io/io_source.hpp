@@ -47,6 +47,10 @@
 #include <string>
 #include <system_error>
 
+namespace aspen {
+enum class shutdown_mode : std::uint8_t;  // aspen/net/tcp.hpp
+}  // namespace aspen
+
 namespace aspen::detail {
 
 struct io_source {
@@ -169,6 +173,11 @@ socket_address local_address(int fd, const char* what);
 socket_address peer_address(int fd, const char* what);
 // e.g. "aspen::tcp_stream::connect to 127.0.0.1:80"
 std::string describe(const char* what, const socket_address& addr);
+// Sets O_NONBLOCK (no syscall if it is set already); throws
+// std::system_error naming `what` on failure.
+void make_nonblocking(int fd, const std::string& what);
+// shutdown(2) of a stream socket in aspen's terms (tcp.cpp).
+void shutdown_socket(int fd, shutdown_mode how, const char* what);
 // A boolean socket option (TCP_NODELAY, SO_BROADCAST, ...).
 void set_flag_option(int fd, int level, int name, bool on, const char* what);
 bool flag_option(int fd, int level, int name, const char* what);

@@ -5,7 +5,6 @@
 #include "io/io_source.hpp"
 #include "scheduler/scheduler.hpp"
 
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -183,18 +182,20 @@ bool connect_awaitable::poll(context& cx) {
 }
 
 tcp_stream tcp_stream::from_native(int fd) {
-    int flags = ::fcntl(fd, F_GETFL);
-    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
-        detail::throw_errno(errno, "aspen::tcp_stream::from_native");
+    detail::make_nonblocking(fd, "aspen::tcp_stream::from_native");
     detail::io_handle io = detail::make_io(fd);
     enable_inq(*io.get());
     return tcp_stream(std::move(io));
 }
 
-void tcp_stream::shutdown(shutdown_mode how) {
+void detail::shutdown_socket(int fd, shutdown_mode how, const char* what) {
     int h = how == shutdown_mode::read ? SHUT_RD : how == shutdown_mode::write ? SHUT_WR : SHUT_RDWR;
-    if (::shutdown(io_.require("aspen::tcp_stream::shutdown")->fd, h) != 0)
-        detail::throw_errno(errno, "aspen::tcp_stream::shutdown");
+    if (::shutdown(fd, h) != 0) detail::throw_errno(errno, what);
+}
+
+void tcp_stream::shutdown(shutdown_mode how) {
+    const char* what = "aspen::tcp_stream::shutdown";
+    detail::shutdown_socket(io_.require(what)->fd, how, what);
 }
 
 namespace {

@@ -4,7 +4,6 @@
 
 #include "io/io_source.hpp"
 
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -136,16 +135,13 @@ std::pair<unix_stream, unix_stream> unix_stream::pair() {
 }
 
 unix_stream unix_stream::from_native(int fd) {
-    int flags = ::fcntl(fd, F_GETFL);
-    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
-        detail::throw_errno(errno, "aspen::unix_stream::from_native");
+    detail::make_nonblocking(fd, "aspen::unix_stream::from_native");
     return unix_stream(detail::make_io(fd));
 }
 
 void unix_stream::shutdown(shutdown_mode how) {
-    int h = how == shutdown_mode::read ? SHUT_RD : how == shutdown_mode::write ? SHUT_WR : SHUT_RDWR;
-    if (::shutdown(io_.require("aspen::unix_stream::shutdown")->fd, h) != 0)
-        detail::throw_errno(errno, "aspen::unix_stream::shutdown");
+    const char* what = "aspen::unix_stream::shutdown";
+    detail::shutdown_socket(io_.require(what)->fd, how, what);
 }
 
 std::string unix_stream::local_path() const {
