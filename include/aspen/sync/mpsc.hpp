@@ -155,12 +155,14 @@ struct chan {
     }
 
     // Receiver, under the lock, buffer not empty: the first message goes to
-    // `out` (its room is free at once, as without a batch), up to batch - 1
-    // more into `taken` with their rooms held.
-    void take_batch_locked(std::optional<T>& out) {
+    // `out` (its room is free at once, as without a batch: a waiting sender
+    // granted it lands in `wake`, to be woken after the unlock), up to
+    // batch - 1 more into `taken` with their rooms held.
+    void take_batch_locked(std::optional<T>& out, aspen::waker& wake) {
         out.emplace(std::move(buffer.front()));
         buffer.pop_front();
         move_to_taken_locked(batch - 1);
+        grant_locked(wake);
     }
 
     // Receiver: the next message of the batch, if any, into `out`, without
@@ -508,8 +510,7 @@ private:
         {
             std::lock_guard g(c_->lock);
             if (!c_->buffer.empty()) {
-                c_->take_batch_locked(result_);
-                c_->grant_locked(w);  // a room freed up for a waiting sender
+                c_->take_batch_locked(result_, w);
                 if (phase_ == phase::waiting) stale = std::move(c_->receiver_waker);
                 phase_ = phase::ready;
             } else if (c_->senders == 0 || c_->closed) {
@@ -556,8 +557,7 @@ public:
         {
             std::lock_guard g(c.lock);
             if (c.buffer.empty()) return v;
-            c.take_batch_locked(v);
-            c.grant_locked(w);
+            c.take_batch_locked(v, w);
         }
         w.wake();
         return v;
