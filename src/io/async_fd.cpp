@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -34,14 +33,9 @@ async_fd async_fd::adopt(int fd) {
     if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
         throw std::invalid_argument(what + ": a regular file or directory cannot be watched by epoll "
                                            "(its reads never wait); use aspen::spawn_blocking for file I/O");
-    auto s = std::make_unique<detail::io_source>(fd);
-    try {
-        detail::make_nonblocking(fd, what);
-    } catch (...) {
-        s->fd = -1;  // the caller's still
-        throw;
-    }
-    return async_fd(detail::io_handle(s.release()));
+    detail::make_nonblocking(fd, what);
+    // Should the allocation throw, the fd stays the caller's (not closed).
+    return async_fd(detail::io_handle(new detail::io_source(fd)));
 }
 
 int async_fd::release() {
