@@ -11,7 +11,9 @@
 #include <aspen/join_set.hpp>
 #include <aspen/metrics.hpp>
 #include <aspen/net/all.hpp>
+#include <aspen/pipe.hpp>
 #include <aspen/poll.hpp>
+#include <aspen/process.hpp>
 #include <aspen/runtime.hpp>
 #include <aspen/select.hpp>
 #include <aspen/signal.hpp>

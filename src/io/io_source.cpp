@@ -39,7 +39,8 @@ void io_release(io_source* s) noexcept {
 
 void throw_closed(const char* what) {
     throw std::system_error(ECANCELED, std::generic_category(),
-                            std::string(what) + ": the socket was closed while this operation waited on it");
+                            std::string(what) +
+                                ": the socket, pipe or descriptor was closed while this operation waited on it");
 }
 
 io_handle make_io(int fd) {
@@ -49,6 +50,17 @@ io_handle make_io(int fd) {
         ::close(fd);
         throw;
     }
+}
+
+std::pair<io_handle, io_handle> make_io_pair(const int (&fds)[2]) {
+    io_handle first;
+    try {
+        first = make_io(fds[0]);
+    } catch (...) {
+        ::close(fds[1]);
+        throw;
+    }
+    return {std::move(first), make_io(fds[1])};
 }
 
 namespace {
@@ -80,7 +92,9 @@ io_source* split_source(io_handle& io, const char* what) {
 }
 
 io_source* io_require(io_source* s, const char* what) {
-    if (!s) throw std::logic_error(std::string(what) + ": the socket is empty (moved from, split or default-constructed)");
+    if (!s)
+        throw std::logic_error(std::string(what) +
+                               ": the object is empty (moved from, split, released or default-constructed)");
     return s;
 }
 
@@ -90,7 +104,7 @@ void begin_op(io_claim& c, const char* what) {
     // holder's last touch of the waker slot happened before ours.
     if (s.busy[c.write].exchange(true, std::memory_order_acquire))
         throw std::logic_error(std::string(what) + ": another " + (c.write ? "write" : "read") +
-                               "-side operation is already in progress on this socket (one at a time)");
+                               "-side operation is already in progress on this descriptor (one at a time)");
     c.held = true;
     // acquire: pairs with the release below; the registration it published
     // is complete before we poll it.

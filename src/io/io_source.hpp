@@ -46,6 +46,7 @@
 #include <mutex>
 #include <string>
 #include <system_error>
+#include <utility>
 
 namespace aspen {
 enum class shutdown_mode : std::uint8_t;  // aspen/net/tcp.hpp
@@ -83,7 +84,21 @@ struct io_source {
     // so that it lives as long as a recv that updates it. Written only by
     // the one read-side operation in progress.
     std::uint64_t signals_seen = 0;
+    // A pipe end (src/io/pipe.cpp; set before the pipe is shared): reads
+    // and writes are read(2) / write(2) instead of recv / send, and a write
+    // keeps SIGPIPE from the process (pipe_write).
+    bool is_pipe = false;
+    // A child process's pidfd (src/io/process.cpp): how the child ended,
+    // once its status was collected (encoded there), else -1. Here, so that
+    // it lives as long as a wait that sets it. Written (release) by
+    // whichever collected the status: a wait, a try_wait or the child's
+    // drop, each under the read slot; read with acquire.
+    std::atomic<int> exit_info{-1};
 };
+
+// write(2) to a pipe, without SIGPIPE: -1 with errno EPIPE if the reading
+// end is closed (src/io/pipe.cpp).
+ssize_t pipe_write(int fd, const void* data, std::size_t size) noexcept;
 
 // Throws the ECANCELED error of an operation whose socket was closed.
 [[noreturn]] void throw_closed(const char* what);
@@ -95,6 +110,9 @@ inline bool is_closed(const io_source& s, bool write) noexcept {
 
 // Takes ownership of fd (closes it if the allocation throws).
 io_handle make_io(int fd);
+// The same for both fds of a pair (a socketpair, a pipe): both closed if
+// either allocation throws.
+std::pair<io_handle, io_handle> make_io_pair(const int (&fds)[2]);
 
 // What a syscall attempt reports to drive().
 enum class attempt_result {

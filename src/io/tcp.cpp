@@ -54,6 +54,15 @@ ssize_t recv_reporting_inq(int fd, void* data, std::size_t size, bool& queue_emp
     }
     return n;
 }
+// One syscall of a transfer: its result, as the syscall's.
+ssize_t transfer_once(const detail::io_source& s, bool reading, bool peeking, std::byte* data, std::size_t size,
+                      bool& queue_empty) noexcept {
+    int fd = s.fd;
+    if (!reading) return s.is_pipe ? detail::pipe_write(fd, data, size) : ::send(fd, data, size, MSG_NOSIGNAL);
+    if (peeking) return ::recv(fd, data, size, MSG_PEEK);
+    if (s.is_pipe) return ::read(fd, data, size);
+    return s.reports_inq ? recv_reporting_inq(fd, data, size, queue_empty) : ::recv(fd, data, size, 0);
+}
 }  // namespace
 
 bool transfer_awaitable::poll(context& cx) {
@@ -64,22 +73,18 @@ bool transfer_awaitable::poll(context& cx) {
     if ((exact || stream_) && done_ == size_) return true;
     bool peeking = kind_ == kind::peek;
     bool reading = kind_ == kind::read || kind_ == kind::read_exact || peeking;
-    int fd = claim_.src->fd;
     bool finished = detail::drive(claim_, cx, what_, [&] {
         std::size_t want = size_ - done_;
         bool queue_empty = false;
-        ssize_t n = !reading                  ? ::send(fd, data_ + done_, want, MSG_NOSIGNAL)
-                    : peeking                 ? ::recv(fd, data_, want, MSG_PEEK)
-                    : claim_.src->reports_inq ? recv_reporting_inq(fd, data_ + done_, want, queue_empty)
-                                              : ::recv(fd, data_ + done_, want, 0);
+        ssize_t n = transfer_once(*claim_.src, reading, peeking, data_ + (peeking ? 0 : done_), want, queue_empty);
         if (n < 0) return detail::classify_errno(what_);
         done_ += static_cast<std::size_t>(n);
         // The peeked bytes are still there: the socket stays readable.
         if (peeking) return attempt_result::done;
-        // On a stream, recv/send stop short only when the receive queue is
-        // empty / the send buffer full (Linux TCP and Unix stream sockets
-        // copy until one or the other); the next edge will say when that
-        // changes. A TCP read that filled the buffer knows it from TCP_INQ:
+        // On a stream, reads and writes stop short only when the receive
+        // queue is empty / the send buffer full (Linux TCP and Unix stream
+        // sockets, and pipes, copy until one or the other); the next edge
+        // will say when that changes. A TCP read that filled the buffer knows it from TCP_INQ:
         // a client's read_exact of a whole reply then spares its next read
         // the EAGAIN syscall (tcp_echo: 0.96 of them per round trip before).
         // Datagram sockets tell nothing of the kind.

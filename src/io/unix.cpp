@@ -123,14 +123,7 @@ std::pair<unix_stream, unix_stream> unix_stream::pair() {
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) != 0)
         detail::throw_errno(errno, "aspen::unix_stream::pair");
-    detail::io_handle first;
-    try {
-        first = detail::make_io(fds[0]);
-    } catch (...) {
-        ::close(fds[1]);
-        throw;
-    }
-    detail::io_handle second = detail::make_io(fds[1]);
+    auto [first, second] = detail::make_io_pair(fds);
     return {unix_stream(std::move(first)), unix_stream(std::move(second))};
 }
 

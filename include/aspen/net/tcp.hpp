@@ -49,13 +49,15 @@
 //   read_exact  NOT cancel-safe: bytes already received into the buffer are
 //               consumed from the stream; the caller does not learn how many.
 //   write_all   NOT cancel-safe: a prefix of the data may have been sent.
+//   read_to_end NOT cancel-safe: what it appended stays in the string and
+//               is gone from the stream.
 //   connect     cancel-safe: the half-open socket is closed (no fd leak).
 // Each operation can be given to aspen::timeout as it is (it moves into the
 // task timeout runs; after its first await it no longer moves):
 //   std::size_t n = co_await aspen::timeout(1s, stream.read(buf, sizeof buf));
 #pragma once
 
-#include <aspen/detail/fd_op.hpp>
+#include <aspen/detail/stream_ops.hpp>
 #include <aspen/detail/io_handle.hpp>
 #include <aspen/net/address.hpp>
 #include <aspen/time.hpp>
@@ -75,38 +77,6 @@ class tcp_read_half;
 class tcp_write_half;
 
 enum class shutdown_mode : std::uint8_t { read, write, both };
-
-// What tcp_stream's read / read_exact / write / write_all (and udp_socket's
-// connected send / recv) return; `co_await` it for the byte count.
-class [[nodiscard]] transfer_awaitable : public detail::io_awaitable<transfer_awaitable> {
-public:
-    enum class kind : std::uint8_t { read, read_exact, write, write_all, peek };
-    // `stream`: a byte stream (TCP), where a short read or write shows the
-    // kernel buffer drained or full; false for datagrams.
-    transfer_awaitable(detail::io_source* s, kind k, bool stream, const char* what, void* data, std::size_t size) noexcept
-        : claim_(s, k == kind::write || k == kind::write_all),
-          data_(static_cast<std::byte*>(data)),
-          size_(size),
-          kind_(k),
-          stream_(stream),
-          what_(what) {}
-
-    std::size_t await_resume() {
-        rethrow_if_error();
-        return done_;
-    }
-    bool poll(context& cx);
-    const char* what() const noexcept { return what_; }
-
-private:
-    detail::io_claim claim_;
-    std::byte* data_;
-    std::size_t size_;
-    std::size_t done_ = 0;
-    kind kind_;
-    bool stream_;
-    const char* what_;
-};
 
 // co_await listener.accept() -> tcp_stream.
 class [[nodiscard]] accept_awaitable : public detail::io_awaitable<accept_awaitable> {
@@ -139,83 +109,6 @@ private:
     bool connected_ = false;
 };
 
-namespace detail {
-// The read operations of a byte stream, for tcp_stream and tcp_read_half:
-// D::source(what) gives its state (std::logic_error if empty), and
-// D::read_what / D::read_exact_what name the operations in errors.
-template <class D>
-class stream_reads {
-public:
-    // Up to size bytes; 0 means end of stream (or size == 0: then at once,
-    // without waiting for data).
-    transfer_awaitable read(void* data, std::size_t size) {
-        return make(transfer_awaitable::kind::read, D::read_what, data, size);
-    }
-    transfer_awaitable read(std::span<char> buf) { return read(buf.data(), buf.size()); }
-    transfer_awaitable read(std::span<std::byte> buf) { return read(buf.data(), buf.size()); }
-    // Exactly size bytes, unless the stream ends first: returns the count
-    // read, which is less than size only at end of stream (not an error).
-    transfer_awaitable read_exact(void* data, std::size_t size) {
-        return make(transfer_awaitable::kind::read_exact, D::read_exact_what, data, size);
-    }
-    transfer_awaitable read_exact(std::span<char> buf) { return read_exact(buf.data(), buf.size()); }
-    transfer_awaitable read_exact(std::span<std::byte> buf) { return read_exact(buf.data(), buf.size()); }
-    // As read, but the bytes stay in the socket for the next read (e.g. to
-    // sniff a protocol): waits until at least one byte or the end of stream
-    // is there, copies up to size of them, consumes none.
-    transfer_awaitable peek(void* data, std::size_t size) {
-        return make(transfer_awaitable::kind::peek, D::peek_what, data, size);
-    }
-    transfer_awaitable peek(std::span<char> buf) { return peek(buf.data(), buf.size()); }
-    transfer_awaitable peek(std::span<std::byte> buf) { return peek(buf.data(), buf.size()); }
-    // Runs f(fd) once the socket is readable: a receive aspen has no
-    // operation for (recvmsg with ancillary data, e.g. SCM_RIGHTS on a Unix
-    // socket). f's result and errors are read as async_fd reads them
-    // (aspen/async_fd.hpp); it occupies the read slot as read does, and is
-    // cancel-safe when f is one syscall.
-    template <fd_operation F>
-    fd_op_awaitable<F> read_with(F f) {
-        return fd_op_awaitable<F>(static_cast<D*>(this)->source(D::read_with_what), false, D::read_with_what,
-                                  std::move(f));
-    }
-
-private:
-    transfer_awaitable make(transfer_awaitable::kind k, const char* what, void* data, std::size_t size) {
-        return transfer_awaitable(static_cast<D*>(this)->source(what), k, true, what, data, size);
-    }
-};
-
-// The write operations of a byte stream, for tcp_stream and tcp_write_half
-// (D::write_what / D::write_all_what name them).
-template <class D>
-class stream_writes {
-public:
-    // Some bytes (at least one unless size == 0: then 0 at once); returns how many.
-    transfer_awaitable write(const void* data, std::size_t size) {
-        return make(transfer_awaitable::kind::write, D::write_what, data, size);
-    }
-    transfer_awaitable write(std::string_view s) { return write(s.data(), s.size()); }
-    transfer_awaitable write(std::span<const std::byte> buf) { return write(buf.data(), buf.size()); }
-    // All size bytes (returns size).
-    transfer_awaitable write_all(const void* data, std::size_t size) {
-        return make(transfer_awaitable::kind::write_all, D::write_all_what, data, size);
-    }
-    transfer_awaitable write_all(std::string_view s) { return write_all(s.data(), s.size()); }
-    transfer_awaitable write_all(std::span<const std::byte> buf) { return write_all(buf.data(), buf.size()); }
-    // As read_with, once the socket is writable (sendmsg of several buffers
-    // or with ancillary data); occupies the write slot.
-    template <fd_operation F>
-    fd_op_awaitable<F> write_with(F f) {
-        return fd_op_awaitable<F>(static_cast<D*>(this)->source(D::write_with_what), true, D::write_with_what,
-                                  std::move(f));
-    }
-
-private:
-    transfer_awaitable make(transfer_awaitable::kind k, const char* what, const void* data, std::size_t size) {
-        return transfer_awaitable(static_cast<D*>(this)->source(what), k, true, what, const_cast<void*>(data), size);
-    }
-};
-}  // namespace detail
 
 class tcp_stream : public detail::stream_reads<tcp_stream>, public detail::stream_writes<tcp_stream> {
 public:
@@ -232,7 +125,7 @@ public:
     // Takes ownership of a connected stream socket (made non-blocking here).
     static tcp_stream from_native(int fd);
 
-    // read, read_exact, peek, read_with (stream_reads), write, write_all,
+    // read, read_exact, peek, read_to_end, read_with (stream_reads), write, write_all,
     // write_with (stream_writes).
 
     // The read half and the write half of this stream, which is left empty

@@ -89,7 +89,7 @@ public:
     // Takes ownership of a connected Unix stream socket (made non-blocking).
     static unix_stream from_native(int fd);
 
-    // read, read_exact, peek, read_with (stream_reads), write, write_all,
+    // read, read_exact, peek, read_to_end, read_with (stream_reads), write, write_all,
     // write_with (stream_writes): read_with / write_with with sendmsg and
     // recvmsg pass descriptors (SCM_RIGHTS).
 
