@@ -26,16 +26,7 @@ using aspen::unix_stream;
 
 namespace {
 
-// A fresh directory for socket files, removed with everything in it.
-struct temp_dir {
-    std::string path;
-    temp_dir() {
-        char tmpl[] = "/tmp/aspen-unix-XXXXXX";
-        if (!::mkdtemp(tmpl)) throw std::system_error(errno, std::generic_category(), "mkdtemp");
-        path = tmpl;
-    }
-    ~temp_dir() { std::filesystem::remove_all(path); }
-};
+using aspen_test::temp_dir;
 
 std::string abstract_name(const char* what) { return "@aspen-test-" + std::to_string(::getpid()) + "-" + what; }
 

@@ -4,7 +4,12 @@
 
 #include <aspen/aspen.hpp>
 
+#include <stdlib.h>
+
 #include <atomic>
+#include <cerrno>
+#include <filesystem>
+#include <system_error>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +23,20 @@
 #include <utility>
 
 namespace aspen_test {
+
+// A fresh directory under /tmp (for socket files, test files), removed
+// with everything in it; `path` is a std::string.
+struct temp_dir {
+    std::string path;
+    temp_dir() {
+        char tmpl[] = "/tmp/aspen-test-XXXXXX";
+        if (!::mkdtemp(tmpl)) throw std::system_error(errno, std::generic_category(), "mkdtemp");
+        path = tmpl;
+    }
+    temp_dir(const temp_dir&) = delete;
+    temp_dir& operator=(const temp_dir&) = delete;
+    ~temp_dir() { std::filesystem::remove_all(path); }
+};
 
 // A config with n workers and every other field at its default.
 inline aspen::config workers(std::size_t n) {

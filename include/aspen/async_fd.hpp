@@ -48,7 +48,7 @@
 
 namespace aspen {
 
-class async_fd {
+class async_fd : public detail::fd_ops<async_fd> {
 public:
     async_fd() noexcept = default;  // empty: every operation throws std::logic_error
     async_fd(async_fd&&) noexcept = default;
@@ -60,16 +60,7 @@ public:
     // std::system_error for an fd that is not open (EBADF).
     static async_fd adopt(int fd);
 
-    template <fd_operation F>
-    fd_op_awaitable<F> read_with(F f) {
-        const char* what = "aspen::async_fd::read_with";
-        return fd_op_awaitable<F>(io_.require(what), false, what, std::move(f));
-    }
-    template <fd_operation F>
-    fd_op_awaitable<F> write_with(F f) {
-        const char* what = "aspen::async_fd::write_with";
-        return fd_op_awaitable<F>(io_.require(what), true, what, std::move(f));
-    }
+    // read_with(f), write_with(f) (detail::fd_ops): see the top of this file.
 
     // Deregisters the fd and returns it, open; the async_fd is empty after.
     // Throws std::logic_error while an operation on it exists (awaited or
@@ -80,7 +71,11 @@ public:
     bool is_open() const noexcept { return static_cast<bool>(io_); }
 
 private:
+    friend class detail::fd_ops<async_fd>;
+    static constexpr const char* read_with_what = "aspen::async_fd::read_with";
+    static constexpr const char* write_with_what = "aspen::async_fd::write_with";
     explicit async_fd(detail::io_handle io) noexcept : io_(std::move(io)) {}
+    detail::io_source* source(const char* what) const { return io_.require(what); }
     detail::io_handle io_;
 };
 

@@ -53,4 +53,28 @@ template <class F>
 concept fd_operation = std::move_constructible<F> && std::invocable<F&, int> &&
                        std::signed_integral<std::invoke_result_t<F&, int>>;
 
+namespace detail {
+// read_with and write_with, for a type D (async_fd, udp_socket,
+// unix_datagram) whose D::source(what) gives its state (std::logic_error
+// if empty) and whose D::read_with_what / D::write_with_what name the
+// operations in errors. (The byte streams have them in stream_reads and
+// stream_writes, one per direction, for their split halves.)
+template <class D>
+class fd_ops {
+public:
+    // f(fd) once the descriptor is readable; see aspen/async_fd.hpp.
+    template <fd_operation F>
+    fd_op_awaitable<F> read_with(F f) {
+        return fd_op_awaitable<F>(static_cast<D*>(this)->source(D::read_with_what), false, D::read_with_what,
+                                  std::move(f));
+    }
+    // f(fd) once the descriptor is writable.
+    template <fd_operation F>
+    fd_op_awaitable<F> write_with(F f) {
+        return fd_op_awaitable<F>(static_cast<D*>(this)->source(D::write_with_what), true, D::write_with_what,
+                                  std::move(f));
+    }
+};
+}  // namespace detail
+
 }  // namespace aspen

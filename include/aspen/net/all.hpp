@@ -1,5 +1,5 @@
 // Networking at once: socket_address, tcp_listener / tcp_stream,
-// udp_socket, unix_listener / unix_stream, resolve. Each header documents
+// udp_socket, unix_listener / unix_stream, unix_datagram, resolve. Each header documents
 // its cancel safety at its top.
 #pragma once
 
@@ -8,3 +8,4 @@
 #include <aspen/net/tcp.hpp>
 #include <aspen/net/udp_socket.hpp>
 #include <aspen/net/unix.hpp>
+#include <aspen/net/unix_datagram.hpp>

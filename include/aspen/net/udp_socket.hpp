@@ -89,7 +89,7 @@ private:
     datagram_awaitable inner_;
 };
 
-class udp_socket {
+class udp_socket : public detail::fd_ops<udp_socket> {
 public:
     using received = datagram_awaitable::received;
 
@@ -130,19 +130,9 @@ public:
     }
     transfer_awaitable recv(std::span<char> buf) { return recv(buf.data(), buf.size()); }
 
-    // f(fd) once the socket is readable / writable, for a syscall aspen has
-    // no operation for (recvmmsg, sendmmsg, ancillary data); as
-    // tcp_stream's read_with / write_with.
-    template <fd_operation F>
-    fd_op_awaitable<F> read_with(F f) {
-        const char* what = "aspen::udp_socket::read_with";
-        return fd_op_awaitable<F>(io_.require(what), false, what, std::move(f));
-    }
-    template <fd_operation F>
-    fd_op_awaitable<F> write_with(F f) {
-        const char* what = "aspen::udp_socket::write_with";
-        return fd_op_awaitable<F>(io_.require(what), true, what, std::move(f));
-    }
+    // read_with(f) / write_with(f) (detail::fd_ops): f(fd) once the socket
+    // is readable / writable, for a syscall aspen has no operation for
+    // (recvmmsg, sendmmsg, ancillary data); as tcp_stream's.
 
     // SO_BROADCAST: allows sending to a broadcast address (else EACCES).
     void set_broadcast(bool on);
@@ -158,7 +148,11 @@ public:
     bool is_open() const noexcept { return static_cast<bool>(io_); }
 
 private:
+    friend class detail::fd_ops<udp_socket>;
+    static constexpr const char* read_with_what = "aspen::udp_socket::read_with";
+    static constexpr const char* write_with_what = "aspen::udp_socket::write_with";
     explicit udp_socket(detail::io_handle io) noexcept : io_(std::move(io)) {}
+    detail::io_source* source(const char* what) const { return io_.require(what); }
     detail::io_handle io_;
 };
 

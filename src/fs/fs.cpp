@@ -1,0 +1,196 @@
+// aspen::fs: each operation is a function run on the blocking pool (see the
+// header for why). Reads and writes are POSIX calls, so their errors name
+// the path and keep the errno; the rest is std::filesystem.
+#include <aspen/fs.hpp>
+
+#include <aspen/spawn_blocking.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+namespace aspen::fs {
+
+namespace {
+
+namespace stdfs = std::filesystem;
+
+// Aborts a blocking function whose awaiting task went away (aborted, or a
+// lost timeout race) before it finished: if it has not started it never
+// runs. A dropped handle would only detach it.
+template <class R>
+struct abort_unless_finished {
+    join_handle<R>& h;
+    ~abort_unless_finished() {
+        if (h.valid() && !h.is_finished()) h.abort();
+    }
+};
+
+// Runs f on the blocking pool and gives its result to the awaiting task.
+// The handle is named before the co_await: with g++ 12 a temporary with a
+// destructor (this closure) in the full-expression of a co_await whose
+// operation throws is destroyed twice (README, "Compiler caveats").
+template <class F>
+task<std::invoke_result_t<F&>> on_pool(F f) {
+    auto h = aspen::spawn_blocking(std::move(f));
+    abort_unless_finished<std::invoke_result_t<F&>> guard{h};
+    co_return co_await h;
+}
+
+[[noreturn]] void fail(int err, const char* op, const stdfs::path& p) {
+    std::string what = "aspen::fs::";
+    what.append(op).append("(\"").append(p.string()).append("\")");
+    throw std::system_error(err, std::generic_category(), what);
+}
+
+// A descriptor closed on every path out; close_checked reports a failed
+// close (a write that only then proves lost, e.g. on NFS).
+class file {
+public:
+    file(const stdfs::path& p, int flags, const char* op) : path_(p), op_(op) {
+        do fd_ = ::open(p.c_str(), flags | O_CLOEXEC, 0666);
+        while (fd_ < 0 && errno == EINTR);
+        if (fd_ < 0) fail(errno, op, p);
+    }
+    file(const file&) = delete;
+    file& operator=(const file&) = delete;
+    ~file() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    int fd() const noexcept { return fd_; }
+    void close_checked() {
+        int r = ::close(std::exchange(fd_, -1));
+        if (r != 0 && errno != EINTR) fail(errno, op_, path_);
+    }
+
+private:
+    const stdfs::path& path_;
+    const char* op_;
+    int fd_ = -1;
+};
+
+std::string read_file(const stdfs::path& p) {
+    file f(p, O_RDONLY, "read");
+    struct stat st {};
+    if (::fstat(f.fd(), &st) != 0) fail(errno, "read", p);
+    // One byte more than the size, so a file read whole ends with a read
+    // of 0 at once; files that report no size (/proc) grow the buffer.
+    std::string out(std::max<std::size_t>(static_cast<std::size_t>(st.st_size) + 1, 4096), '\0');
+    std::size_t used = 0;
+    for (;;) {
+        if (used == out.size()) out.resize(out.size() * 2);
+        ssize_t n = ::read(f.fd(), out.data() + used, out.size() - used);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            fail(errno, "read", p);
+        }
+        if (n == 0) break;
+        used += static_cast<std::size_t>(n);
+    }
+    out.resize(used);
+    return out;
+}
+
+void write_file(const stdfs::path& p, const std::string& data, int flags, const char* op) {
+    file f(p, O_WRONLY | O_CREAT | flags, op);
+    std::size_t done = 0;
+    while (done < data.size()) {
+        ssize_t n = ::write(f.fd(), data.data() + done, data.size() - done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            fail(errno, op, p);
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    f.close_checked();
+}
+
+void check(int r, const char* op, const stdfs::path& p) {
+    if (r != 0) fail(errno, op, p);
+}
+
+}  // namespace
+
+task<std::string> read(stdfs::path path) {
+    return on_pool([path = std::move(path)] { return read_file(path); });
+}
+
+task<void> write(stdfs::path path, std::string data) {
+    return on_pool([path = std::move(path), data = std::move(data)] { write_file(path, data, O_TRUNC, "write"); });
+}
+
+task<void> append(stdfs::path path, std::string data) {
+    return on_pool([path = std::move(path), data = std::move(data)] { write_file(path, data, O_APPEND, "append"); });
+}
+
+task<std::uintmax_t> copy(stdfs::path from, stdfs::path to) {
+    return on_pool([from = std::move(from), to = std::move(to)] {
+        stdfs::copy_file(from, to, stdfs::copy_options::overwrite_existing);
+        return stdfs::file_size(to);
+    });
+}
+
+task<void> rename(stdfs::path from, stdfs::path to) {
+    return on_pool([from = std::move(from), to = std::move(to)] { stdfs::rename(from, to); });
+}
+
+task<void> remove_file(stdfs::path path) {
+    return on_pool([path = std::move(path)] { check(::unlink(path.c_str()), "remove_file", path); });
+}
+
+task<void> remove_dir(stdfs::path path) {
+    return on_pool([path = std::move(path)] { check(::rmdir(path.c_str()), "remove_dir", path); });
+}
+
+task<std::uintmax_t> remove_dir_all(stdfs::path path) {
+    return on_pool([path = std::move(path)] { return stdfs::remove_all(path); });
+}
+
+task<void> create_dir(stdfs::path path) {
+    return on_pool([path = std::move(path)] { check(::mkdir(path.c_str(), 0777), "create_dir", path); });
+}
+
+task<void> create_dir_all(stdfs::path path) {
+    return on_pool([path = std::move(path)] { stdfs::create_directories(path); });
+}
+
+task<std::vector<stdfs::path>> read_dir(stdfs::path path) {
+    return on_pool([path = std::move(path)] {
+        std::vector<stdfs::path> entries;
+        for (const stdfs::directory_entry& e : stdfs::directory_iterator(path)) entries.push_back(e.path());
+        std::sort(entries.begin(), entries.end());
+        return entries;
+    });
+}
+
+task<metadata_t> metadata(stdfs::path path) {
+    return on_pool([path = std::move(path)] {
+        stdfs::file_status st = stdfs::status(path);
+        if (!stdfs::exists(st))
+            throw stdfs::filesystem_error("aspen::fs::metadata", path,
+                                          std::make_error_code(std::errc::no_such_file_or_directory));
+        metadata_t m;
+        m.type = st.type();
+        m.permissions = st.permissions();
+        if (m.is_file()) m.size = stdfs::file_size(path);
+        m.modified = stdfs::last_write_time(path);
+        return m;
+    });
+}
+
+task<bool> exists(stdfs::path path) {
+    return on_pool([path = std::move(path)] { return stdfs::exists(path); });
+}
+
+task<stdfs::path> canonicalize(stdfs::path path) {
+    return on_pool([path = std::move(path)] { return stdfs::canonical(path); });
+}
+
+}  // namespace aspen::fs
