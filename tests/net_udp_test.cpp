@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <string>
 #include <system_error>
@@ -186,6 +187,91 @@ TEST(Udp, BroadcastAndTtlOptions) {
     v6.set_ttl(200);
     EXPECT_EQ(v6.ttl(), 200u);
     EXPECT_THROW(udp_socket().set_broadcast(true), std::logic_error);
+}
+
+// A group joined on the loopback interface gets what a socket sends there
+// from 127.0.0.1, every datagram in order; after leaving it, nothing more
+// (the next datagram the receiver gets is a unicast marker sent after the
+// group datagram).
+TEST(UdpMulticast, JoinedGroupReceivesLeftGroupDoesNot) {
+    aspen::runtime rt(aspen_test::workers(2));
+    udp_socket rx = udp_socket::bind(socket_address::any_v4(0));
+    const std::uint16_t port = rx.local_addr().port();
+    const std::string group = "239.255.77." + std::to_string(1 + ::getpid() % 250);
+    try {
+        rx.join_multicast_v4(group, "127.0.0.1");
+    } catch (const std::system_error& e) {
+        if (e.code().value() == ENODEV) GTEST_SKIP() << "this machine's loopback takes no multicast: " << e.what();
+        throw;
+    }
+    aspen_test::within(30s, "udp multicast", [&] {
+        rt.block_on([](udp_socket& rx, std::string group, std::uint16_t port) -> task<void> {
+            udp_socket tx = udp_socket::bind(socket_address::loopback_v4(0));
+            tx.set_multicast_interface_v4("127.0.0.1");
+            EXPECT_TRUE(tx.multicast_loop_v4());  // the default
+            const socket_address to = socket_address::parse(group, port);
+            constexpr int count = 50;
+            int in_order = 0;
+            char buf[32];
+            for (int i = 0; i < count; ++i) {
+                co_await tx.send_to(std::to_string(i), to);
+                udp_socket::received r = co_await rx.recv_from(buf, sizeof buf);
+                if (std::string(buf, r.size) == std::to_string(i) && r.peer == tx.local_addr()) ++in_order;
+            }
+            EXPECT_EQ(in_order, count);
+            rx.leave_multicast_v4(group, "127.0.0.1");
+            co_await tx.send_to("to the group", to);
+            co_await tx.send_to("marker", socket_address::loopback_v4(port));
+            udp_socket::received r = co_await rx.recv_from(buf, sizeof buf);
+            EXPECT_EQ(std::string(buf, r.size), "marker");
+        }(rx, group, port));
+    });
+}
+
+TEST(UdpMulticast, OptionsAndBadInput) {
+    udp_socket s = udp_socket::bind(socket_address::any_v4(0));
+    s.set_multicast_loop_v4(false);
+    EXPECT_FALSE(s.multicast_loop_v4());
+    s.set_multicast_loop_v4(true);
+    EXPECT_TRUE(s.multicast_loop_v4());
+    EXPECT_EQ(s.multicast_ttl_v4(), 1u);  // the default
+    s.set_multicast_ttl_v4(0);
+    EXPECT_EQ(s.multicast_ttl_v4(), 0u);
+    s.set_multicast_ttl_v4(255);
+    EXPECT_EQ(s.multicast_ttl_v4(), 255u);
+    try {
+        s.set_multicast_ttl_v4(256);
+        ADD_FAILURE() << "a TTL of 256 was taken";
+    } catch (const std::system_error& e) {
+        EXPECT_EQ(e.code().value(), EINVAL);
+        EXPECT_NE(std::string(e.what()).find("0 to 255"), std::string::npos) << e.what();
+    }
+    auto message_of = [&](auto f) -> std::string {
+        try {
+            f();
+        } catch (const std::invalid_argument& e) {
+            return e.what();
+        }
+        return "(nothing thrown)";
+    };
+    EXPECT_NE(message_of([&] { s.join_multicast_v4("10.0.0.1"); }).find("not a multicast group"), std::string::npos);
+    EXPECT_NE(message_of([&] { s.join_multicast_v4("ff02::1"); }).find("is not IPv4"), std::string::npos);
+    EXPECT_NE(message_of([&] { s.join_multicast_v4("239.1.1.1", "::1"); }).find("is not IPv4"), std::string::npos);
+    EXPECT_NE(message_of([&] { s.join_multicast_v4("not an address"); }).find("not an address"), std::string::npos);
+    EXPECT_NE(message_of([&] { s.join_multicast_v6("239.1.1.1"); }).find("is not IPv6"), std::string::npos);
+    EXPECT_NE(message_of([&] { s.join_multicast_v6("fe80::1"); }).find("not a multicast group"), std::string::npos);
+    EXPECT_THROW(s.set_multicast_interface_v4("nonsense"), std::invalid_argument);
+    EXPECT_THROW(udp_socket().join_multicast_v4("239.1.1.1"), std::logic_error);
+    udp_socket v6;
+    try {
+        v6 = udp_socket::bind(socket_address::loopback_v6(0));
+    } catch (const std::system_error&) {
+        return;  // no IPv6 loopback on this machine
+    }
+    v6.set_multicast_loop_v6(false);
+    EXPECT_FALSE(v6.multicast_loop_v6());
+    v6.set_multicast_loop_v6(true);
+    EXPECT_TRUE(v6.multicast_loop_v6());
 }
 
 TEST(Udp, Ipv6AndConnectedRefusal) {

@@ -3,10 +3,13 @@
 
 #include "io/io_source.hpp"
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <stdexcept>
+#include <string>
 
 namespace aspen {
 
@@ -66,6 +69,119 @@ void udp_socket::set_ttl(std::uint32_t ttl) {
 std::uint32_t udp_socket::ttl() const {
     const char* what = "aspen::udp_socket::ttl";
     return detail::ttl_of(io_.require(what)->fd, what);
+}
+
+namespace {
+// A numeric address of one family, for the multicast options.
+in_addr v4_address(std::string_view text, const char* what) {
+    socket_address a = socket_address::parse(text, 0);
+    if (!a.is_v4()) throw std::invalid_argument(std::string(what) + ": \"" + std::string(text) + "\" is not IPv4");
+    return reinterpret_cast<const sockaddr_in*>(a.native())->sin_addr;
+}
+
+in6_addr v6_address(std::string_view text, const char* what) {
+    socket_address a = socket_address::parse(text, 0);
+    if (!a.is_v6()) throw std::invalid_argument(std::string(what) + ": \"" + std::string(text) + "\" is not IPv6");
+    return reinterpret_cast<const sockaddr_in6*>(a.native())->sin6_addr;
+}
+
+in_addr v4_group(std::string_view text, const char* what) {
+    in_addr g = v4_address(text, what);
+    if (!IN_MULTICAST(ntohl(g.s_addr)))
+        throw std::invalid_argument(std::string(what) + ": \"" + std::string(text) +
+                                    "\" is not a multicast group (224.0.0.0/4)");
+    return g;
+}
+
+in6_addr v6_group(std::string_view text, const char* what) {
+    in6_addr g = v6_address(text, what);
+    if (!IN6_IS_ADDR_MULTICAST(&g))
+        throw std::invalid_argument(std::string(what) + ": \"" + std::string(text) +
+                                    "\" is not a multicast group (ff00::/8)");
+    return g;
+}
+
+template <class T>
+void set_option(int fd, int level, int name, const T& value, const char* what) {
+    if (::setsockopt(fd, level, name, &value, sizeof value) != 0) detail::throw_errno(errno, what);
+}
+
+void membership_v4(int fd, int name, std::string_view group, std::string_view interface, const char* what) {
+    ip_mreq m{};
+    m.imr_multiaddr = v4_group(group, what);
+    m.imr_interface = v4_address(interface, what);
+    set_option(fd, IPPROTO_IP, name, m, what);
+}
+
+void membership_v6(int fd, int name, std::string_view group, unsigned index, const char* what) {
+    ipv6_mreq m{};
+    m.ipv6mr_multiaddr = v6_group(group, what);
+    m.ipv6mr_interface = index;
+    set_option(fd, IPPROTO_IPV6, name, m, what);
+}
+}  // namespace
+
+void udp_socket::join_multicast_v4(std::string_view group, std::string_view interface) {
+    const char* what = "aspen::udp_socket::join_multicast_v4";
+    membership_v4(io_.require(what)->fd, IP_ADD_MEMBERSHIP, group, interface, what);
+}
+
+void udp_socket::leave_multicast_v4(std::string_view group, std::string_view interface) {
+    const char* what = "aspen::udp_socket::leave_multicast_v4";
+    membership_v4(io_.require(what)->fd, IP_DROP_MEMBERSHIP, group, interface, what);
+}
+
+void udp_socket::set_multicast_interface_v4(std::string_view interface) {
+    const char* what = "aspen::udp_socket::set_multicast_interface_v4";
+    set_option(io_.require(what)->fd, IPPROTO_IP, IP_MULTICAST_IF, v4_address(interface, what), what);
+}
+
+void udp_socket::set_multicast_loop_v4(bool on) {
+    const char* what = "aspen::udp_socket::set_multicast_loop_v4";
+    detail::set_flag_option(io_.require(what)->fd, IPPROTO_IP, IP_MULTICAST_LOOP, on, what);
+}
+
+bool udp_socket::multicast_loop_v4() const {
+    const char* what = "aspen::udp_socket::multicast_loop_v4";
+    return detail::flag_option(io_.require(what)->fd, IPPROTO_IP, IP_MULTICAST_LOOP, what);
+}
+
+void udp_socket::set_multicast_ttl_v4(std::uint32_t ttl) {
+    const char* what = "aspen::udp_socket::set_multicast_ttl_v4";
+    int fd = io_.require(what)->fd;
+    // The kernel refuses larger values with EINVAL too; this says the range.
+    if (ttl > 255)
+        detail::throw_errno(EINVAL, std::string(what) + ": the TTL must be 0 to 255, not " + std::to_string(ttl));
+    set_option(fd, IPPROTO_IP, IP_MULTICAST_TTL, static_cast<int>(ttl), what);
+}
+
+std::uint32_t udp_socket::multicast_ttl_v4() const {
+    const char* what = "aspen::udp_socket::multicast_ttl_v4";
+    int v = 0;
+    socklen_t len = sizeof v;
+    if (::getsockopt(io_.require(what)->fd, IPPROTO_IP, IP_MULTICAST_TTL, &v, &len) != 0)
+        detail::throw_errno(errno, what);
+    return static_cast<std::uint32_t>(v);
+}
+
+void udp_socket::join_multicast_v6(std::string_view group, unsigned interface_index) {
+    const char* what = "aspen::udp_socket::join_multicast_v6";
+    membership_v6(io_.require(what)->fd, IPV6_ADD_MEMBERSHIP, group, interface_index, what);
+}
+
+void udp_socket::leave_multicast_v6(std::string_view group, unsigned interface_index) {
+    const char* what = "aspen::udp_socket::leave_multicast_v6";
+    membership_v6(io_.require(what)->fd, IPV6_DROP_MEMBERSHIP, group, interface_index, what);
+}
+
+void udp_socket::set_multicast_loop_v6(bool on) {
+    const char* what = "aspen::udp_socket::set_multicast_loop_v6";
+    detail::set_flag_option(io_.require(what)->fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, on, what);
+}
+
+bool udp_socket::multicast_loop_v6() const {
+    const char* what = "aspen::udp_socket::multicast_loop_v6";
+    return detail::flag_option(io_.require(what)->fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, what);
 }
 
 socket_address udp_socket::local_addr() const {

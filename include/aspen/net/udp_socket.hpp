@@ -142,6 +142,35 @@ public:
     void set_ttl(std::uint32_t ttl);
     std::uint32_t ttl() const;
 
+    // Multicast. Groups and interfaces are numeric addresses ("239.1.2.3",
+    // "ff02::1"); text that is not one, a group outside the multicast
+    // ranges, or an address of the other family throws
+    // std::invalid_argument. The kernel's errors are std::system_error
+    // (ENODEV: no multicast route or interface; EADDRINUSE: joined twice).
+    // Receiving a group's datagrams also needs the socket bound to the
+    // group's port (on 0.0.0.0 / ::, or on the group address).
+    //
+    // IPv4: join / leave on the interface with that address ("0.0.0.0": the
+    // kernel picks one by its routes).
+    void join_multicast_v4(std::string_view group, std::string_view interface = "0.0.0.0");
+    void leave_multicast_v4(std::string_view group, std::string_view interface = "0.0.0.0");
+    // The interface this socket sends multicast datagrams from (IP_MULTICAST_IF).
+    void set_multicast_interface_v4(std::string_view interface);
+    // Whether this host's own members of a group get what it sends there
+    // (default: yes).
+    void set_multicast_loop_v4(bool on);
+    bool multicast_loop_v4() const;
+    // How many routers a multicast datagram may cross: 0 to 255 (default
+    // 1); others throw std::system_error(EINVAL).
+    void set_multicast_ttl_v4(std::uint32_t ttl);
+    std::uint32_t multicast_ttl_v4() const;
+    // IPv6: join / leave on the interface with that index (0: the kernel
+    // picks one).
+    void join_multicast_v6(std::string_view group, unsigned interface_index = 0);
+    void leave_multicast_v6(std::string_view group, unsigned interface_index = 0);
+    void set_multicast_loop_v6(bool on);
+    bool multicast_loop_v6() const;
+
     socket_address local_addr() const;
     socket_address peer_addr() const;  // ENOTCONN unless connected
     int native_handle() const noexcept { return io_.fd(); }
