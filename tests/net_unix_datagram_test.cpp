@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -115,14 +116,16 @@ TEST_P(UnixDatagram, ASlowReceiverHoldsSendersBackAndLosesNothing) {
                     rx = unix_datagram::bind(path);
                     tx = unix_datagram::unbound();
                 }
-                std::size_t sent = 0;
+                // Read by this task while the sender (maybe on another
+                // worker) counts: relaxed, only the number matters.
+                std::atomic<std::size_t> sent{0};
                 auto sender = aspen::spawn([](unix_datagram* tx, bool connected, std::string path,
-                                              std::size_t* sent) -> task<void> {
+                                              std::atomic<std::size_t>* sent) -> task<void> {
                     for (std::size_t i = 0; i < total; ++i) {
                         std::string m = message(i, 200);
                         if (connected) co_await tx->send(m);
                         else co_await tx->send_to(m, path);
-                        ++*sent;
+                        sent->fetch_add(1, std::memory_order_relaxed);
                     }
                 }(&tx, connected, path, &sent));
                 // Until the sender has stopped making progress: it waits on
@@ -130,11 +133,12 @@ TEST_P(UnixDatagram, ASlowReceiverHoldsSendersBackAndLosesNothing) {
                 std::size_t last = 0;
                 for (int i = 0; i < 2000; ++i) {
                     co_await aspen::sleep(2ms);
-                    if (sent == last && sent > 0) break;
-                    last = sent;
+                    std::size_t now = sent.load(std::memory_order_relaxed);
+                    if (now == last && now > 0) break;
+                    last = now;
                 }
                 outcome o;
-                o.sent_before_reading = sent;
+                o.sent_before_reading = sent.load(std::memory_order_relaxed);
                 char buf[256];
                 for (std::size_t i = 0; i < total; ++i) {
                     std::size_t n = co_await rx.recv(buf, sizeof buf);
@@ -257,17 +261,23 @@ TEST_P(UnixDatagram, CancellationLeavesTheSocketUsableAndLeaksNothing) {
             char buf[16];
             std::size_t n = co_await a.recv(buf, sizeof buf);
             o.after.assign(buf, n);
+            // The receive exists (holding its own reference to the socket's
+            // state) before the socket is destroyed, polled or not.
             auto doomed = std::make_unique<unix_datagram>(std::move(a));
-            auto waiter = aspen::spawn([](unix_datagram* s) -> task<int> {
+            std::atomic<bool> made{false};
+            auto waiter = aspen::spawn([](unix_datagram* s, std::atomic<bool>* made) -> task<int> {
                 char c;
+                aspen::transfer_awaitable op = s->recv(&c, 1);
+                made->store(true, std::memory_order_release);
                 try {
-                    (void)co_await s->recv(&c, 1);
+                    (void)co_await op;
                 } catch (const std::system_error& e) {
                     co_return e.code().value();
                 }
                 co_return 0;
-            }(doomed.get()));
-            co_await aspen::sleep(5ms);
+            }(doomed.get(), &made));
+            for (int i = 0; i < 10000 && !made.load(std::memory_order_acquire); ++i) co_await aspen::sleep(1ms);
+            co_await aspen::sleep(5ms);  // most often it is waiting by now; the test holds either way
             doomed.reset();
             o.closed_errno = co_await waiter;
             co_return o;

@@ -26,6 +26,7 @@ using aspen::child;
 using aspen::command;
 using aspen::exit_status;
 using aspen::stdio;
+using aspen::wait_awaitable;
 using aspen::task;
 
 namespace {
@@ -294,33 +295,60 @@ TEST_P(Process, CancelledConcurrentAndOrphanedWaits) {
             } catch (const aspen::timed_out&) {
                 o.timed_out = true;
             }
-            auto waiter = aspen::spawn([](child* c) -> task<exit_status> { co_return co_await c->wait(); }(&c));
-            co_await aspen::sleep(5ms);
+            // The waiter tries again while a try_wait of this task holds
+            // the child for a moment; this task probes with try_wait until
+            // it finds the waiter's wait in progress (a bounded number of
+            // times; no timing is assumed).
+            auto waiter = aspen::spawn([](child* c) -> task<exit_status> {
+                for (;;) {
+                    try {
+                        co_return co_await c->wait();
+                    } catch (const std::logic_error&) {
+                    }
+                    co_await aspen::sleep(1ms);
+                }
+            }(&c));
+            for (int i = 0; i < 10000 && !o.try_wait_refused; ++i) {
+                try {
+                    (void)c.try_wait();
+                    co_await aspen::sleep(1ms);
+                } catch (const std::logic_error&) {
+                    o.try_wait_refused = true;
+                }
+            }
             try {
                 (void)co_await c.wait();
             } catch (const std::logic_error&) {
                 o.concurrent_refused = true;
             }
-            try {
-                (void)c.try_wait();
-            } catch (const std::logic_error&) {
-                o.try_wait_refused = true;
-            }
             c.start_kill();
             o.after = co_await waiter;
 
-            auto doomed = std::make_unique<child>(command("sleep").arg("100").kill_on_drop(true).spawn());
-            auto waiter2 = aspen::spawn([](child* c) -> task<int> {
+            // The wait exists (holding its own reference to the child's
+            // state) before the child is destroyed, whether or not it has
+            // been polled yet.
+            // (Not kill_on_drop: a child killed at the drop may end, and its
+            // wait complete, just before the close reaches the waiter.)
+            auto doomed = std::make_unique<child>(command("sleep").arg("100").spawn());
+            const int doomed_pid = *doomed->id();
+            std::atomic<bool> made{false};
+            auto waiter2 = aspen::spawn([](child* c, std::atomic<bool>* made) -> task<int> {
+                wait_awaitable w = c->wait();
+                made->store(true, std::memory_order_release);
                 try {
-                    (void)co_await c->wait();
+                    (void)co_await w;
                 } catch (const std::system_error& e) {
                     co_return e.code().value();
                 }
                 co_return 0;
-            }(doomed.get()));
-            co_await aspen::sleep(5ms);
-            doomed.reset();  // kill_on_drop: SIGKILL, then the orphan queue
+            }(doomed.get(), &made));
+            for (int i = 0; i < 10000 && !made.load(std::memory_order_acquire); ++i) co_await aspen::sleep(1ms);
+            co_await aspen::sleep(5ms);  // most often it is waiting by now; the test holds either way
+            doomed.reset();  // the child runs on, in the orphan queue
             o.cancelled_errno = co_await waiter2;
+            // Still ours (uncollected, so the pid is not reused): end it; a
+            // later spawn collects it.
+            ::kill(doomed_pid, SIGKILL);
             co_return o;
         }(),
         "cancelled waits");

@@ -56,6 +56,8 @@ private:
     static constexpr const char* read_what = "aspen::pipe_reader::read";
     static constexpr const char* read_exact_what = "aspen::pipe_reader::read_exact";
     static constexpr const char* read_with_what = "aspen::pipe_reader::read_with";
+    static constexpr const char* readable_what = "aspen::pipe_reader::readable";
+    static constexpr const char* try_read_what = "aspen::pipe_reader::try_read";
     explicit pipe_reader(detail::io_handle io) noexcept : io_(std::move(io)) {}
     detail::io_source* source(const char* what) const { return io_.require(what); }
     detail::io_handle io_;
@@ -80,6 +82,8 @@ private:
     static constexpr const char* write_what = "aspen::pipe_writer::write";
     static constexpr const char* write_all_what = "aspen::pipe_writer::write_all";
     static constexpr const char* write_with_what = "aspen::pipe_writer::write_with";
+    static constexpr const char* writable_what = "aspen::pipe_writer::writable";
+    static constexpr const char* try_write_what = "aspen::pipe_writer::try_write";
     explicit pipe_writer(detail::io_handle io) noexcept : io_(std::move(io)) {}
     detail::io_source* source(const char* what) const { return io_.require(what); }
     detail::io_handle io_;

@@ -163,6 +163,15 @@ ready_event reactor::poll_ready(registration& reg, direction d, const waker& w) 
     // `old` (a waker we replaced) is dropped here, outside the lock.
 }
 
+ready_event reactor::peek_ready(const registration& reg, direction d) noexcept {
+    std::uint32_t mask = d == direction::read ? ready::read_mask : ready::write_mask;
+    // relaxed: as poll_ready's first load (kernel-state flags, nothing is
+    // published through them).
+    std::uint64_t s = reg.state_.load(std::memory_order_relaxed);
+    if (auto bits = static_cast<std::uint32_t>(s) & mask) return {bits, tick_of(s)};
+    return {};
+}
+
 void reactor::clear_readiness(registration& reg, ready_event ev) noexcept {
     std::uint64_t clear = ev.ready & ~ready::sticky;
     // relaxed: only the modification order of state_ matters. The dispatch

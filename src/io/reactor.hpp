@@ -150,6 +150,9 @@ public:
     // Leaf-future helper, see the protocol above: the direction's readiness
     // (true) or pending (false) with `w` stored to be woken on the next edge.
     ready_event poll_ready(registration& reg, direction d, const waker& w);
+    // The direction's readiness as cached, storing no waker (try_read /
+    // try_write, which do not wait): clear_readiness takes it as well.
+    static ready_event peek_ready(const registration& reg, direction d) noexcept;
     // After the syscall said EAGAIN: forget the readiness `ev` reported,
     // unless an event arrived since (then keep it).
     void clear_readiness(registration& reg, ready_event ev) noexcept;

@@ -101,6 +101,41 @@ bool transfer_awaitable::poll(context& cx) {
     return finished;
 }
 
+bool readiness_awaitable::poll(context& cx) {
+    // Done as soon as the reactor reports the direction ready: no syscall.
+    return detail::drive(claim_, cx, what_, [] { return attempt_result::done; });
+}
+
+std::optional<std::size_t> detail::try_transfer(io_source* s, bool write, void* data, std::size_t size,
+                                                const char* what) {
+    if (size == 0) return 0;
+    // acquire: pairs with begin_op's release store; a driver seen comes
+    // with its finished registration. A socket never used by an operation
+    // has none: then only the syscall can tell. Neither has one whose
+    // runtime is gone (the reactor unregistered it; its driver is not
+    // touched then).
+    driver* d = s->drv.load(std::memory_order_acquire);
+    bool cached = d && s->reg.is_registered();
+    direction dir = write ? direction::write : direction::read;
+    ready_event ev{};
+    if (cached) {
+        ev = reactor::peek_ready(s->reg, dir);
+        if (!ev) return std::nullopt;  // known not ready: no syscall
+    }
+    for (;;) {
+        bool queue_empty = false;
+        ssize_t n = transfer_once(*s, !write, false, static_cast<std::byte*>(data), size, queue_empty);
+        if (n >= 0) return static_cast<std::size_t>(n);
+        int err = errno;
+        if (err == EINTR) continue;
+        if (err != EAGAIN && err != EWOULDBLOCK) throw_errno(err, what);
+        // Not ready after all: forget the readiness, so that readable() /
+        // writable() wait for the next edge.
+        if (cached) d->io().clear_readiness(s->reg, ev);
+        return std::nullopt;
+    }
+}
+
 namespace {
 bool is_loopback_peer(const sockaddr_storage& peer, socklen_t len) noexcept {
     if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6) return false;

@@ -1,8 +1,9 @@
 // The operations every byte stream shares (TCP and Unix streams, their
 // split halves, pipes): read, read_exact, peek, read_to_end, read_with,
-// write, write_all, write_with, and the awaitable most of them return. The
-// socket headers (aspen/net/tcp.hpp) document their semantics and cancel
-// safety; the loop they run is drive() in src/io/io_source.hpp.
+// readable / try_read, write, write_all, write_with, writable / try_write,
+// and the awaitables they return. The socket headers (aspen/net/tcp.hpp)
+// document their semantics and cancel safety; the loop they run is drive()
+// in src/io/io_source.hpp.
 #pragma once
 
 #include <aspen/detail/fd_op.hpp>
@@ -11,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -50,8 +52,31 @@ private:
     const char* what_;
 };
 
+// co_await s.readable() / s.writable(): done once the reactor reports the
+// direction ready, reading and writing nothing (as Tokio's readable() /
+// writable()). The report can be stale: try_read / try_write then give
+// nullopt, which clears it, so the next readable() / writable() waits for
+// new readiness. It occupies the direction's slot while it waits (a
+// concurrent read or write throws std::logic_error).
+class [[nodiscard]] readiness_awaitable : public detail::io_awaitable<readiness_awaitable> {
+public:
+    readiness_awaitable(detail::io_source* s, bool write, const char* what) noexcept
+        : claim_(s, write), what_(what) {}
+    void await_resume() { rethrow_if_error(); }
+    bool poll(context& cx);
+    const char* what() const noexcept { return what_; }
+
+private:
+    detail::io_claim claim_;
+    const char* what_;
+};
 
 namespace detail {
+// try_read / try_write: one non-blocking read or write, unless the cached
+// readiness already says the direction is not ready; nullopt when nothing
+// could be done now (src/io/tcp.cpp).
+std::optional<std::size_t> try_transfer(io_source* s, bool write, void* data, std::size_t size, const char* what);
+
 // The read operations of a byte stream (tcp_stream, unix_stream, their read
 // halves, pipe_reader):
 // D::source(what) gives its state (std::logic_error if empty), and
@@ -92,6 +117,26 @@ public:
     {
         return peek(buf.data(), buf.size());
     }
+    // The readiness API, for code that drives its own reads (as Tokio's):
+    //   for (;;) {
+    //       co_await s.readable();
+    //       std::optional<std::size_t> n = s.try_read(buf, sizeof buf);
+    //       if (!n) continue;          // not ready after all: wait again
+    //       if (*n == 0) break;        // end of stream
+    //       ...
+    //   }
+    // try_read never waits and spends no coop budget: it gives the bytes
+    // read (0: end of stream, or size == 0), or nullopt if none are there
+    // now; errors throw std::system_error. It may be called from any
+    // thread, also outside a runtime.
+    readiness_awaitable readable() {
+        return readiness_awaitable(static_cast<D*>(this)->source(D::readable_what), false, D::readable_what);
+    }
+    std::optional<std::size_t> try_read(void* data, std::size_t size) {
+        return detail::try_transfer(static_cast<D*>(this)->source(D::try_read_what), false, data, size,
+                                    D::try_read_what);
+    }
+    std::optional<std::size_t> try_read(std::span<char> buf) { return try_read(buf.data(), buf.size()); }
     // Reads until end of stream, appending to out; returns how many bytes
     // it appended. The stream must stay where it is until the task ends.
     // Not cancel-safe in the sense of read_exact: what was appended before
@@ -151,6 +196,16 @@ public:
     }
     transfer_awaitable write_all(std::string_view s) { return write_all(s.data(), s.size()); }
     transfer_awaitable write_all(std::span<const std::byte> buf) { return write_all(buf.data(), buf.size()); }
+    // writable() / try_write: as readable() / try_read (try_write gives the
+    // bytes written, nullopt if the buffer is full now).
+    readiness_awaitable writable() {
+        return readiness_awaitable(static_cast<D*>(this)->source(D::writable_what), true, D::writable_what);
+    }
+    std::optional<std::size_t> try_write(const void* data, std::size_t size) {
+        return detail::try_transfer(static_cast<D*>(this)->source(D::try_write_what), true, const_cast<void*>(data),
+                                    size, D::try_write_what);
+    }
+    std::optional<std::size_t> try_write(std::string_view s) { return try_write(s.data(), s.size()); }
     // As read_with, once the socket is writable (sendmsg of several buffers
     // or with ancillary data); occupies the write slot.
     template <fd_operation F>

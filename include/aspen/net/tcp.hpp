@@ -51,6 +51,8 @@
 //   write_all   NOT cancel-safe: a prefix of the data may have been sent.
 //   read_to_end NOT cancel-safe: what it appended stays in the string and
 //               is gone from the stream.
+//   readable, writable  cancel-safe: they take and send nothing.
+//   (try_read and try_write never wait, so there is nothing to cancel.)
 //   connect     cancel-safe: the half-open socket is closed (no fd leak).
 // Each operation can be given to aspen::timeout as it is (it moves into the
 // task timeout runs; after its first await it no longer moves):
@@ -162,7 +164,11 @@ private:
     static constexpr const char* read_exact_what = "aspen::tcp_stream::read_exact";
     static constexpr const char* peek_what = "aspen::tcp_stream::peek";
     static constexpr const char* read_with_what = "aspen::tcp_stream::read_with";
+    static constexpr const char* readable_what = "aspen::tcp_stream::readable";
+    static constexpr const char* try_read_what = "aspen::tcp_stream::try_read";
     static constexpr const char* write_with_what = "aspen::tcp_stream::write_with";
+    static constexpr const char* writable_what = "aspen::tcp_stream::writable";
+    static constexpr const char* try_write_what = "aspen::tcp_stream::try_write";
     static constexpr const char* write_what = "aspen::tcp_stream::write";
     static constexpr const char* write_all_what = "aspen::tcp_stream::write_all";
     explicit tcp_stream(detail::io_handle io) noexcept : io_(std::move(io)) {}
@@ -221,6 +227,8 @@ private:
     static constexpr const char* read_exact_what = "aspen::tcp_read_half::read_exact";
     static constexpr const char* peek_what = "aspen::tcp_read_half::peek";
     static constexpr const char* read_with_what = "aspen::tcp_read_half::read_with";
+    static constexpr const char* readable_what = "aspen::tcp_read_half::readable";
+    static constexpr const char* try_read_what = "aspen::tcp_read_half::try_read";
     explicit tcp_read_half(detail::io_source* s) noexcept : tcp_half(s, false) {}
 };
 
@@ -245,6 +253,8 @@ private:
     static constexpr const char* write_what = "aspen::tcp_write_half::write";
     static constexpr const char* write_all_what = "aspen::tcp_write_half::write_all";
     static constexpr const char* write_with_what = "aspen::tcp_write_half::write_with";
+    static constexpr const char* writable_what = "aspen::tcp_write_half::writable";
+    static constexpr const char* try_write_what = "aspen::tcp_write_half::try_write";
     explicit tcp_write_half(detail::io_source* s) noexcept : tcp_half(s, true) {}
 };
 

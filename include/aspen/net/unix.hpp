@@ -115,7 +115,11 @@ private:
     static constexpr const char* read_exact_what = "aspen::unix_stream::read_exact";
     static constexpr const char* peek_what = "aspen::unix_stream::peek";
     static constexpr const char* read_with_what = "aspen::unix_stream::read_with";
+    static constexpr const char* readable_what = "aspen::unix_stream::readable";
+    static constexpr const char* try_read_what = "aspen::unix_stream::try_read";
     static constexpr const char* write_with_what = "aspen::unix_stream::write_with";
+    static constexpr const char* writable_what = "aspen::unix_stream::writable";
+    static constexpr const char* try_write_what = "aspen::unix_stream::try_write";
     static constexpr const char* write_what = "aspen::unix_stream::write";
     static constexpr const char* write_all_what = "aspen::unix_stream::write_all";
     explicit unix_stream(detail::io_handle io) noexcept : io_(std::move(io)) {}
@@ -149,6 +153,8 @@ private:
     static constexpr const char* read_exact_what = "aspen::unix_read_half::read_exact";
     static constexpr const char* peek_what = "aspen::unix_read_half::peek";
     static constexpr const char* read_with_what = "aspen::unix_read_half::read_with";
+    static constexpr const char* readable_what = "aspen::unix_read_half::readable";
+    static constexpr const char* try_read_what = "aspen::unix_read_half::try_read";
     explicit unix_read_half(detail::io_source* s) noexcept : unix_half(s, false) {}
 };
 
@@ -169,6 +175,8 @@ private:
     static constexpr const char* write_what = "aspen::unix_write_half::write";
     static constexpr const char* write_all_what = "aspen::unix_write_half::write_all";
     static constexpr const char* write_with_what = "aspen::unix_write_half::write_with";
+    static constexpr const char* writable_what = "aspen::unix_write_half::writable";
+    static constexpr const char* try_write_what = "aspen::unix_write_half::try_write";
     explicit unix_write_half(detail::io_source* s) noexcept : unix_half(s, true) {}
 };
 
