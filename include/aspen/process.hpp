@@ -14,7 +14,9 @@
 // the name has no '/'; the search uses this process's PATH) and opens a
 // pidfd for it; wait() waits for the pidfd on the runtime's reactor, so a
 // waiting task costs no thread. Spawning is synchronous and may be called
-// outside a runtime; wait() needs one.
+// outside a runtime; wait() needs one. pidfds need Linux 5.3 or later
+// (Debian 12 ships 6.1): without them spawn() ends the child it started
+// and throws the error.
 //
 // With g++ 12, a braced list in the same expression as a co_await
 // (co_await command("sh").args({"-c", "exit 3"}).status()) does not
@@ -30,8 +32,9 @@
 // The child inherits this process's stdin, stdout and stderr unless told
 // otherwise (output() pipes stdout and stderr and gives the child
 // /dev/null as stdin unless set). It starts with an empty signal mask and
-// the default action for every signal. No descriptor of this process
-// leaks into it: aspen opens every descriptor it makes with O_CLOEXEC.
+// the default action for every signal. aspen's own descriptors do not
+// leak into it (aspen opens all of them with O_CLOEXEC); one the program
+// opened without O_CLOEXEC is inherited, as with any exec.
 //
 // A child destroyed before its status was collected keeps running (unless
 // kill_on_drop(true) was set: then it is sent SIGKILL); aspen collects its
