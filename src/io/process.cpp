@@ -25,6 +25,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -62,11 +63,6 @@ exit_status decode(int info) noexcept {
     return exit_status::exited(info);
 }
 
-// The read slot of a pidfd's source, taken for one non-blocking collection
-// (see the top of this file). acquire / release: as begin_op / end_op.
-bool try_claim(detail::io_source& s) noexcept { return !s.busy[0].exchange(true, std::memory_order_acquire); }
-void unclaim(detail::io_source& s) noexcept { s.busy[0].store(false, std::memory_order_release); }
-
 // One waitid(WNOHANG) on the pidfd, under the claim: the encoded status
 // (stored in exit_info too), or -1 while the child runs.
 int collect(detail::io_source& s, const char* what) {
@@ -85,6 +81,20 @@ int collect(detail::io_source& s, const char* what) {
     // send_signal, a later wait), which then read a complete status.
     s.exit_info.store(code, std::memory_order_release);
     return code;
+}
+
+// collect() under the pidfd source's read slot, taken for this one
+// non-blocking waitid (see the top of this file); nullopt, collecting
+// nothing, while a wait holds the slot.
+std::optional<int> collect_if_no_wait(detail::io_source& s, const char* what) {
+    // acquire / release: as begin_op / end_op, so the slot's holders see
+    // each other's collection.
+    if (s.busy[0].exchange(true, std::memory_order_acquire)) return std::nullopt;
+    struct release_slot {
+        detail::io_source& s;
+        ~release_slot() { s.busy[0].store(false, std::memory_order_release); }
+    } slot{s};
+    return collect(s, what);
 }
 
 int collected(const detail::io_source& s) noexcept {
@@ -193,13 +203,11 @@ void child::let_go() noexcept {
         // A wait of another task holds the slot: it is being cancelled (the
         // close below), and the orphan queue collects the status instead.
         bool done = false;
-        if (try_claim(*s)) {
-            try {
-                done = collect(*s, "aspen::child::~child") >= 0;
-            } catch (...) {
-                done = true;  // ECHILD: there is nothing left to collect
-            }
-            unclaim(*s);
+        try {
+            std::optional<int> info = collect_if_no_wait(*s, "aspen::child::~child");
+            done = info && *info >= 0;
+        } catch (...) {
+            done = true;  // ECHILD: there is nothing left to collect
         }
         if (!done) add_orphan(s->fd);
     }
@@ -223,17 +231,10 @@ std::optional<exit_status> child::try_wait() {
     const char* what = "aspen::child::try_wait";
     detail::io_source* s = pidfd_.require(what);
     if (int info = collected(*s); info >= 0) return decode(info);
-    if (!try_claim(*s)) throw std::logic_error(std::string(what) + ": a wait on this child is in progress");
-    int info = -1;
-    try {
-        info = collect(*s, what);
-    } catch (...) {
-        unclaim(*s);
-        throw;
-    }
-    unclaim(*s);
-    if (info < 0) return std::nullopt;
-    return decode(info);
+    std::optional<int> info = collect_if_no_wait(*s, what);
+    if (!info) throw std::logic_error(std::string(what) + ": a wait on this child is in progress");
+    if (*info < 0) return std::nullopt;
+    return decode(*info);
 }
 
 bool child::start_kill() { return send_signal(SIGKILL); }
