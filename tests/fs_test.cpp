@@ -81,6 +81,8 @@ TEST_P(Fs, FilesRoundTripAndChange) {
     EXPECT_TRUE(o.empty_same);
     EXPECT_TRUE(o.meta.is_file());
     EXPECT_EQ(o.meta.size, 3u << 20);
+    EXPECT_EQ(o.meta.modified, stdfs::last_write_time(stdfs::path(dir.path) / "big"));
+    EXPECT_EQ(o.meta.permissions, stdfs::status(stdfs::path(dir.path) / "big").permissions());
     EXPECT_TRUE(o.gone);
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <string>
 #include <system_error>
@@ -116,6 +117,27 @@ void check(int r, const char* op, const stdfs::path& p) {
     if (r != 0) fail(errno, op, p);
 }
 
+stdfs::file_type type_of(mode_t mode) noexcept {
+    switch (mode & S_IFMT) {
+        case S_IFREG:
+            return stdfs::file_type::regular;
+        case S_IFDIR:
+            return stdfs::file_type::directory;
+        case S_IFLNK:
+            return stdfs::file_type::symlink;
+        case S_IFBLK:
+            return stdfs::file_type::block;
+        case S_IFCHR:
+            return stdfs::file_type::character;
+        case S_IFIFO:
+            return stdfs::file_type::fifo;
+        case S_IFSOCK:
+            return stdfs::file_type::socket;
+        default:
+            return stdfs::file_type::unknown;
+    }
+}
+
 }  // namespace
 
 task<std::string> read(stdfs::path path) {
@@ -171,16 +193,16 @@ task<std::vector<stdfs::path>> read_dir(stdfs::path path) {
 }
 
 task<metadata_t> metadata(stdfs::path path) {
+    // One stat(2) for all of it: one syscall, and a consistent snapshot.
     return on_pool([path = std::move(path)] {
-        stdfs::file_status st = stdfs::status(path);
-        if (!stdfs::exists(st))
-            throw stdfs::filesystem_error("aspen::fs::metadata", path,
-                                          std::make_error_code(std::errc::no_such_file_or_directory));
+        struct stat st {};
+        check(::stat(path.c_str(), &st), "metadata", path);
         metadata_t m;
-        m.type = st.type();
-        m.permissions = st.permissions();
-        if (m.is_file()) m.size = stdfs::file_size(path);
-        m.modified = stdfs::last_write_time(path);
+        m.type = type_of(st.st_mode);
+        m.permissions = static_cast<stdfs::perms>(st.st_mode & 07777);
+        if (m.is_file()) m.size = static_cast<std::uintmax_t>(st.st_size);
+        auto since_epoch = std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec);
+        m.modified = std::chrono::file_clock::from_sys(std::chrono::sys_time<std::chrono::nanoseconds>(since_epoch));
         return m;
     });
 }
