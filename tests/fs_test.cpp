@@ -223,6 +223,8 @@ TEST(FsCancel, AnAbortedWriteThatHasNotStartedNeverRuns) {
         auto writer = aspen::spawn(fs::write(p, "should not be written"));
         co_await aspen::sleep(10ms);
         co_await aspen_test::abort_and_join(writer);
+        // release / acquire: a flag between this task and the pool thread;
+        // nothing else is published through it.
         release.store(true, std::memory_order_release);
         co_await blocker;
         // The pool is free now; one more call through it, so that a write

@@ -268,6 +268,8 @@ TEST_P(UnixDatagram, CancellationLeavesTheSocketUsableAndLeaksNothing) {
             auto waiter = aspen::spawn([](unix_datagram* s, std::atomic<bool>* made) -> task<int> {
                 char c;
                 aspen::transfer_awaitable op = s->recv(&c, 1);
+                // release: the receive (and its reference) exist before the
+                // main task, which loads with acquire, destroys the socket.
                 made->store(true, std::memory_order_release);
                 try {
                     (void)co_await op;

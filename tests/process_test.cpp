@@ -334,6 +334,8 @@ TEST_P(Process, CancelledConcurrentAndOrphanedWaits) {
             std::atomic<bool> made{false};
             auto waiter2 = aspen::spawn([](child* c, std::atomic<bool>* made) -> task<int> {
                 wait_awaitable w = c->wait();
+                // release: the awaitable (and its reference) exist before the
+                // main task, which loads with acquire, destroys the child.
                 made->store(true, std::memory_order_release);
                 try {
                     (void)co_await w;
