@@ -50,6 +50,9 @@ struct workload {
     // per spawned task, and the best ratio to TBB that free spawns with
     // perfect scaling could reach.
     std::int64_t (*aspen_inline)(aspen::runtime& rt) = nullptr;
+    // Computes `expected` (serially) when the workload is selected, for
+    // values too costly to compute for every listing of the workloads.
+    std::int64_t (*expected_fn)() = nullptr;
 };
 
 // The registry: one function per workload file.
@@ -69,6 +72,9 @@ void note(const std::string& key, const std::string& line);
 workload ping_pong_workload();
 workload mpsc_workload();
 workload mutex_workload();
+workload par_for_workload();
+workload par_reduce_workload();
+workload par_sort_workload();
 
 // fib(n) on aspen, spawning fib(n-1) at every level (also used by the
 // peak-RSS child process in main.cpp).

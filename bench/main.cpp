@@ -86,7 +86,10 @@ std::vector<workload> all_workloads() {
             bench::tcp_echo_workload(),
             bench::ping_pong_workload(),
             bench::mpsc_workload(),
-            bench::mutex_workload()};
+            bench::mutex_workload(),
+            bench::par_for_workload(),
+            bench::par_reduce_workload(),
+            bench::par_sort_workload()};
 }
 
 void usage(std::FILE* out, const char* argv0) {
@@ -473,6 +476,7 @@ int main(int argc, char** argv) {
     std::vector<bench_results> results;
     for (auto& w : all_workloads()) {
         if (!opt.only.empty() && std::find(opt.only.begin(), opt.only.end(), w.name) == opt.only.end()) continue;
+        if (w.expected_fn) w.expected = w.expected_fn();
         results.push_back(bench_results{std::move(w), {}, {}, {}, {}, {}, {}, 0});
     }
     const auto selected = [&](const char* name) {

@@ -12,6 +12,7 @@
 #include <aspen/join_set.hpp>
 #include <aspen/metrics.hpp>
 #include <aspen/net/all.hpp>
+#include <aspen/parallel.hpp>
 #include <aspen/pipe.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/process.hpp>

@@ -3,6 +3,8 @@
 // notify_if_work_pending use the model's names).
 #include "scheduler/multi_thread.hpp"
 
+#include <aspen/detail/fork_block.hpp>
+
 #include <pthread.h>
 
 #include <algorithm>
@@ -156,6 +158,18 @@ thread_local constinit void* polling_worker = nullptr;
     if (s.registry().closed()) refuse_spawn(t);
     w.counters.tasks_spawned.add();
     if (task_header* prev = std::exchange(w.next, t)) s.stage(w, prev);
+}
+
+void publish_local_spawns() noexcept {
+    if (polling_worker) multi_thread_scheduler::publish_from_poll(polling_worker);
+}
+
+// The next slot's task joins the staged ones, newest, so the owner still
+// takes it first; all of them then go to the ring in one batch.
+void multi_thread_scheduler::publish_from_poll(void* opaque) noexcept {
+    worker& w = *static_cast<worker*>(opaque);
+    if (task_header* t = std::exchange(w.next, nullptr)) w.owner.stage(w, t);
+    if (w.num_staged) w.owner.publish_staged(w, w.num_staged);
 }
 
 [[gnu::hot]] void multi_thread_scheduler::stage(worker& w, task_header* t) {

@@ -122,11 +122,14 @@ public:
     void shutdown() override;
     runtime_metrics metrics() const override;
     std::size_t registry_shard() const noexcept override;
+    std::size_t parallelism() const noexcept override { return workers_.size(); }
     task_header* take_local(task_header* want) noexcept override;
     bool in_own_next_slot(const task_header* t) const noexcept override;
     void poll_after_send() override;
     // spawn_on_worker's body; `w` is the polling_worker (a worker*).
     static void spawn_from_poll(void* w, task_header* t);
+    // detail::publish_local_spawns on a worker during a poll.
+    static void publish_from_poll(void* w) noexcept;
     // The join's fast path (suspend_on_join): if `want` tops the polling
     // worker's next slot or staged array (owner-only places: a task there
     // is this thread's, no other thread polls it, so ok() may read its
@@ -181,6 +184,7 @@ private:
     void stage(worker& w, task_header* t);
     void push_yielded(worker& w, task_header* t);
     void publish_staged(worker& w, std::uint32_t n);
+
     bool futex_will_do() const noexcept;
     void push_local_batch(worker& w, task_header* const* ts, std::uint32_t n);
     task_header* take_ring_top(worker& w, task_header* want) noexcept;

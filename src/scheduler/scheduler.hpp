@@ -53,6 +53,9 @@ public:
     virtual runtime_metrics metrics() const = 0;
     // Shard of the registry the calling thread should use.
     virtual std::size_t registry_shard() const noexcept { return 0; }
+    // How many threads run this scheduler's tasks (parallel algorithms size
+    // their chunks by it).
+    virtual std::size_t parallelism() const noexcept { return 1; }
     // True on this scheduler's own worker / driver thread (both schedulers
     // set tls_context's sched and worker there). Not virtual: spawn asks.
     bool on_own_thread() const noexcept;
