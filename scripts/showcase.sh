@@ -21,6 +21,10 @@ for src in examples/*.cpp; do
     failed=1
   fi
 done
+# The C API example (examples/c_embed.c): a C "language runtime" on aspen.
+echo
+echo "=== example: c_embed"
+timeout 300 build/release/examples/c_embed || { echo "=== example c_embed FAILED"; failed=1; }
 
 # The echo pair: the server in the background on a free port (it stops by
 # itself after 64 connections, or 60 s at the latest), the client against it.

@@ -1,0 +1,220 @@
+/* aspen.h: the C API of aspen, for language runtimes and other C callers.
+ *
+ * A C task is a poll function and a data pointer. aspen calls
+ * poll(data, cx) on a worker; it returns ASPEN_READY (finished) or
+ * ASPEN_PENDING after it stored a waker (aspen_context_waker) somewhere
+ * that will wake it. A pending task costs nothing until that waker fires;
+ * then poll is called again. When the task is finished, aborted or dropped
+ * at shutdown, drop(data) is called exactly once.
+ *
+ * Conventions (docs/c_api.md has the whole reference):
+ * - Functions that can fail return an aspen_status; on failure the message
+ *   is in aspen_last_error() (per thread). Nothing throws through this API.
+ * - Objects come out through an `out` parameter and go back through their
+ *   _free function; every _free accepts NULL.
+ * - aspen_context pointers are valid only during the poll call that got
+ *   them.
+ * - Every function may be called from any thread unless its comment says
+ *   otherwise.
+ */
+#ifndef ASPEN_ASPEN_H
+#define ASPEN_ASPEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status codes -------------------------------------------------------- */
+
+typedef enum aspen_status {
+    ASPEN_OK = 0,
+    ASPEN_READY = 0,      /* a poll finished: the same value as ASPEN_OK */
+    ASPEN_PENDING = 1,    /* a poll stored the waker; not an error */
+    ASPEN_EINVAL = -1,    /* an argument is invalid (NULL, a bad config field) */
+    ASPEN_ENOMEM = -2,    /* out of memory */
+    ASPEN_SHUT_DOWN = -3, /* the runtime was shut down (spawn refused, task dropped) */
+    ASPEN_CANCELLED = -4, /* the task was aborted before it finished */
+    ASPEN_MISUSE = -5,    /* a call the API forbids here (joining twice, waiting on a worker) */
+    ASPEN_PANIC = -6,     /* a poll function threw a C++ exception */
+    ASPEN_ERROR = -7,     /* anything else (e.g. a thread could not start) */
+    /* Not a status: makes every int a valid aspen_status (in C++ too), so
+     * a task may return codes of its own and the ABI stays int-sized. */
+    ASPEN_STATUS_INT_MAX_ = 0x7fffffff
+} aspen_status;
+
+/* A short constant name for a status ("ASPEN_OK", ...). */
+const char* aspen_status_name(aspen_status status);
+
+/* The message of the last failure on the calling thread ("" if none). Not
+ * cleared by successful calls; valid until the thread's next aspen call. */
+const char* aspen_last_error(void);
+
+/* ---- opaque types --------------------------------------------------------- */
+
+typedef struct aspen_runtime aspen_runtime;
+typedef struct aspen_context aspen_context;
+typedef struct aspen_waker aspen_waker;
+typedef struct aspen_join aspen_join;
+typedef struct aspen_timer aspen_timer;
+
+/* A task's poll function: ASPEN_READY finishes it; ASPEN_PENDING means a
+ * waker was stored; any other status finishes it with that status as its
+ * outcome (what aspen_join_wait returns). Must not throw. */
+typedef aspen_status (*aspen_poll_fn)(void* data, aspen_context* cx);
+/* Called exactly once per task, on whichever thread ends it. May be NULL. */
+typedef void (*aspen_drop_fn)(void* data);
+
+/* ---- runtime -------------------------------------------------------------- */
+
+typedef struct aspen_config {
+    size_t size; /* sizeof(aspen_config) as the caller compiled it; set by aspen_config_init */
+    int current_thread; /* nonzero: a single-threaded executor run by the thread in
+                           aspen_block_on / aspen_join_wait; worker fields ignored */
+    size_t workers;     /* worker threads (default: one per hardware thread) */
+    uint32_t local_queue_capacity; /* ring slots per worker, a power of two */
+    uint32_t steal_attempts;
+    uint32_t global_queue_interval;
+    uint32_t event_interval;
+    uint32_t coop_budget;
+    uint32_t max_next_slot_runs;
+    size_t max_blocking_threads;
+    uint64_t blocking_keep_alive_ns;
+    const char* thread_name; /* copied; NULL: "aspen-worker" */
+    /* Run on each worker thread as it starts / before it ends (e.g. to
+     * register the thread with a garbage collector). May be NULL. */
+    void (*on_thread_start)(void* hook_data, size_t worker_index);
+    void (*on_thread_stop)(void* hook_data, size_t worker_index);
+    void* hook_data;
+} aspen_config;
+
+/* Fills *cfg with the defaults of aspen::config and cfg->size. */
+aspen_status aspen_config_init(aspen_config* cfg);
+
+/* Starts a runtime. ASPEN_EINVAL with the field named in aspen_last_error()
+ * for a bad value. */
+aspen_status aspen_runtime_new(const aspen_config* cfg, aspen_runtime** out);
+
+/* Shuts the runtime down: every task that has not finished is dropped (its
+ * drop runs exactly once, its join reports ASPEN_SHUT_DOWN), running
+ * blocking functions are waited for, and later spawns fail with
+ * ASPEN_SHUT_DOWN (their drop runs). From one of rt's own tasks:
+ * ASPEN_MISUSE. A second call does nothing. */
+aspen_status aspen_runtime_shutdown(aspen_runtime* rt);
+
+/* aspen_runtime_shutdown, then frees rt. Must not race with other calls on
+ * rt. On ASPEN_MISUSE nothing is freed. NULL: ASPEN_OK. */
+aspen_status aspen_runtime_free(aspen_runtime* rt);
+
+/* ---- tasks ---------------------------------------------------------------- */
+
+/* Starts a task. From a task running on rt it goes to the current worker
+ * (as aspen::spawn), elsewhere to rt's injector. aspen takes ownership of
+ * data in every case: if the spawn fails, drop(data) has run before this
+ * returns. out may be NULL (the task is detached). */
+aspen_status aspen_spawn(aspen_runtime* rt, aspen_poll_fn poll, void* data, aspen_drop_fn drop, aspen_join** out);
+
+/* aspen_spawn + aspen_join_wait: runs the task and returns its outcome.
+ * Not from a runtime's thread (ASPEN_MISUSE; drop still runs). */
+aspen_status aspen_block_on(aspen_runtime* rt, aspen_poll_fn poll, void* data, aspen_drop_fn drop);
+
+/* ---- joins ---------------------------------------------------------------- */
+
+/* Blocks until the task ended and returns its outcome: ASPEN_OK, the
+ * status its poll returned, ASPEN_CANCELLED or ASPEN_SHUT_DOWN. Its drop
+ * has run by then. Not from a runtime's thread; once per join. */
+aspen_status aspen_join_wait(aspen_join* join);
+
+/* From inside a task: ASPEN_PENDING (cx's waker will be woken when the
+ * joined task ends), or the outcome as aspen_join_wait gives it. Misuse
+ * (NULL, already joined) returns its error status rather than pending. */
+aspen_status aspen_join_poll(aspen_join* join, aspen_context* cx);
+
+/* Cancels the task: a pending one is dropped now (drop may run on this
+ * thread), a running one after its current poll. No-op once it ended. */
+aspen_status aspen_join_abort(aspen_join* join);
+
+/* 1 once the task ended (its drop has run), 0 before, -1 for NULL. */
+int aspen_join_is_finished(const aspen_join* join);
+
+/* Detaches: the task runs on. Joins and wakers may outlive the runtime. */
+void aspen_join_free(aspen_join* join);
+
+/* ---- wakers --------------------------------------------------------------- */
+
+/* The runtime running the task that polls with cx (to spawn from a task). */
+aspen_runtime* aspen_context_runtime(const aspen_context* cx);
+
+/* A new reference to the waker of the task polling with cx. */
+aspen_status aspen_context_waker(const aspen_context* cx, aspen_waker** out);
+aspen_status aspen_waker_clone(const aspen_waker* waker, aspen_waker** out);
+/* Wakes the task and frees the waker. A no-op on a task that ended. */
+aspen_status aspen_waker_wake(aspen_waker* waker);
+/* Wakes the task; the waker stays valid. */
+aspen_status aspen_waker_wake_by_ref(const aspen_waker* waker);
+void aspen_waker_free(aspen_waker* waker);
+
+/* ---- time ----------------------------------------------------------------- */
+
+/* The runtime's clock in nanoseconds (steady; its epoch is unspecified). */
+uint64_t aspen_now_ns(void);
+
+/* A one-shot timer that fires delay_ns after now. It is armed by its first
+ * aspen_timer_poll on the runtime of the polling task. */
+aspen_status aspen_timer_new(uint64_t delay_ns, aspen_timer** out);
+/* ASPEN_READY once the deadline passed (never early), else ASPEN_PENDING
+ * with cx's waker stored. One task polls a timer at a time. */
+aspen_status aspen_timer_poll(aspen_timer* timer, aspen_context* cx);
+/* A new deadline delay_ns after now; re-armed by the next poll. */
+aspen_status aspen_timer_reset(aspen_timer* timer, uint64_t delay_ns);
+/* Disarms and frees it. Free armed timers before their runtime (in the
+ * task's drop, typically). */
+void aspen_timer_free(aspen_timer* timer);
+
+/* ---- file descriptors ----------------------------------------------------- */
+
+typedef struct aspen_fd aspen_fd;
+
+/* One non-blocking attempt on the fd: a syscall's result (>= 0), or -1
+ * with errno set (EAGAIN: not ready after all; EINTR: try again). */
+typedef long long (*aspen_fd_fn)(void* arg, int fd);
+
+enum { ASPEN_FD_READ = 0, ASPEN_FD_WRITE = 1 };
+
+/* Takes ownership of fd (a pipe, socket, eventfd, tty...: anything epoll
+ * watches) and makes it non-blocking. It registers with the runtime of the
+ * first task that polls it. A regular file or a negative fd is
+ * ASPEN_EINVAL, a closed one ASPEN_ERROR; the fd then stays the caller's. */
+aspen_status aspen_fd_adopt(int fd, aspen_fd** out);
+
+/* Once the fd is ready for `direction` (ASPEN_FD_READ / ASPEN_FD_WRITE),
+ * calls fn(arg, fd): ASPEN_READY with fn's result in *result, ASPEN_PENDING
+ * with cx's waker stored (poll again with the same fn and arg: the
+ * operation keeps the first ones until it completes), or ASPEN_ERROR with
+ * -errno in *result. One operation per direction at a time; fn runs only
+ * inside the poll that completes it, so a single syscall is never lost. */
+aspen_status aspen_fd_poll(aspen_fd* fd, int direction, aspen_fd_fn fn, void* arg, long long* result,
+                           aspen_context* cx);
+
+/* The descriptor, or -1 for NULL. */
+int aspen_fd_native(const aspen_fd* fd);
+
+/* Deregisters and closes the fd (free it before its runtime). */
+void aspen_fd_free(aspen_fd* fd);
+
+/* ---- blocking pool -------------------------------------------------------- */
+
+/* Runs fn(data) on rt's blocking pool (a thread that may block: a syscall,
+ * a C library); its return value is the outcome. Abort before it starts
+ * means it never runs; a running one cannot be interrupted. drop(data)
+ * runs exactly once, after fn returned or instead of it. */
+aspen_status aspen_spawn_blocking(aspen_runtime* rt, aspen_status (*fn)(void* data), void* data, aspen_drop_fn drop,
+                                  aspen_join** out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ASPEN_ASPEN_H */

@@ -1,0 +1,734 @@
+// The C API (include/aspen/aspen.h) on top of the public C++ API.
+//
+// A C task is a task<aspen_status> whose one await is a poll_fn calling the
+// C poll function. The C data pointer and drop function live in a
+// task_end object that is a parameter of that coroutine, so it sits in the
+// task's frame: whatever ends the frame (completion, abort, shutdown, or a
+// spawn that was refused before the task ever ran) destroys it exactly once,
+// and its destructor calls drop and then tells the join. The runtime's own
+// frame bookkeeping is what guarantees "exactly once"; this file adds no
+// second accounting that could disagree with it.
+//
+// Joins do not read the C++ join_handle's outcome: the task_end publishes
+// the outcome to a join_state after drop has run, so "the join says
+// finished" always implies "drop has run". The join_handle is kept only to
+// abort the task.
+//
+// Every entry point is noexcept and goes through `guarded`, which turns
+// every exception into a status and a message for aspen_last_error.
+#include <aspen/aspen.h>
+
+#include <aspen/async_fd.hpp>
+#include <aspen/current_thread_runtime.hpp>
+#include <aspen/errors.hpp>
+#include <aspen/join_handle.hpp>
+#include <aspen/poll.hpp>
+#include <aspen/runtime.hpp>
+#include <aspen/spawn.hpp>
+#include <aspen/task.hpp>
+#include <aspen/time.hpp>
+#include <aspen/waker.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+namespace {
+
+// A fixed buffer: recording an error must not itself allocate and fail.
+thread_local char last_error_text[512];
+// The errno of the last std::system_error an entry point caught (0: none),
+// for aspen_fd_poll's *result.
+thread_local int errno_of_last_failure = 0;
+
+aspen_status fail(aspen_status s, const char* what, const char* why) noexcept {
+    std::snprintf(last_error_text, sizeof last_error_text, "%s: %s", what, why);
+    return s;
+}
+
+// Runs an entry point's body; no exception leaves it. task_cancelled has no
+// mapping here: each caller that can meet it decides between CANCELLED and
+// SHUT_DOWN.
+template <class F>
+aspen_status guarded(const char* what, F&& body) noexcept {
+    errno_of_last_failure = 0;
+    try {
+        return body();
+    } catch (const aspen::runtime_shut_down& e) {
+        return fail(ASPEN_SHUT_DOWN, what, e.what());
+    } catch (const std::invalid_argument& e) {  // before logic_error, its base
+        return fail(ASPEN_EINVAL, what, e.what());
+    } catch (const std::logic_error& e) {
+        return fail(ASPEN_MISUSE, what, e.what());
+    } catch (const std::bad_alloc&) {
+        return fail(ASPEN_ENOMEM, what, "out of memory");
+    } catch (const std::system_error& e) {
+        errno_of_last_failure = e.code().value();
+        return fail(ASPEN_ERROR, what, e.what());
+    } catch (const std::exception& e) {
+        return fail(ASPEN_ERROR, what, e.what());
+    } catch (...) {
+        return fail(ASPEN_ERROR, what, "unknown exception");
+    }
+}
+
+aspen_status null_arg(const char* what, const char* arg) noexcept {
+    char why[64];
+    std::snprintf(why, sizeof why, "%s is NULL", arg);
+    return fail(ASPEN_EINVAL, what, why);
+}
+
+}  // namespace
+
+struct aspen_runtime {
+    std::unique_ptr<aspen::runtime> multi;
+    std::unique_ptr<aspen::current_thread_runtime> single;
+    // A current-thread runtime runs on one thread at a time; a second
+    // block_on would be refused, so C callers queue here instead.
+    std::mutex drive;
+    // Set before shutdown so that tasks it drops report ASPEN_SHUT_DOWN
+    // rather than ASPEN_CANCELLED.
+    std::atomic<bool> stopping{false};
+
+    template <class F>
+    decltype(auto) with(F&& f) {
+        if (multi) return f(*multi);
+        return f(*single);
+    }
+
+    // block_on, queued behind other C callers on a current-thread runtime.
+    template <class T>
+    T block_on(aspen::task<T> t) {
+        if (multi) return multi->block_on(std::move(t));
+        std::lock_guard g(drive);
+        return single->block_on(std::move(t));
+    }
+
+    bool is_stopping() const noexcept {
+        // acquire: pairs with aspen_runtime_shutdown's exchange; the flag only
+        // picks a status, the shutdown itself is ordered by the runtime.
+        return stopping.load(std::memory_order_acquire);
+    }
+};
+
+struct aspen_context {
+    const aspen::context& cx;
+    aspen_runtime* rt;
+};
+
+struct aspen_waker {
+    aspen::waker w;
+};
+
+struct aspen_timer {
+    aspen::timer t;
+};
+
+namespace {
+// The C function as the F of async_fd's read_with / write_with.
+struct fd_call {
+    aspen_fd_fn fn;
+    void* arg;
+    long long operator()(int fd) { return fn(arg, fd); }
+};
+}  // namespace
+
+struct aspen_fd {
+    aspen::async_fd fd;
+    // The operation in progress per direction: it holds the readiness
+    // registration between polls, so it lives here, not in a poll's frame.
+    // Declared after fd: destroyed first, while the fd is still registered.
+    std::optional<aspen::fd_op_awaitable<fd_call>> op[2];
+};
+
+namespace {
+
+// The runtime whose C task this thread is polling (nullptr outside one):
+// aspen_spawn sends a task spawned there to the same worker.
+thread_local aspen_runtime* polling_rt = nullptr;
+
+// Where a task's outcome goes once its drop has run; shared by the task's
+// end and the aspen_join (either may go first).
+class join_state {
+public:
+    void finish(aspen_status outcome) noexcept {
+        aspen::waker w;
+        {
+            std::lock_guard g(m_);
+            outcome_ = outcome;
+            done_ = true;
+            w = std::move(waiter_);
+        }
+        w.wake();  // outside the lock: the woken task may poll us at once
+    }
+    // The outcome, or nullopt after storing w to be woken at the end.
+    std::optional<aspen_status> poll(const aspen::waker& w) {
+        std::lock_guard g(m_);
+        if (done_) return outcome_;
+        if (!waiter_.will_wake(w)) waiter_ = w;
+        return std::nullopt;
+    }
+    bool done() const {
+        std::lock_guard g(m_);
+        return done_;
+    }
+    std::optional<aspen_status> outcome() const {
+        std::lock_guard g(m_);
+        if (done_) return outcome_;
+        return std::nullopt;
+    }
+
+private:
+    mutable std::mutex m_;
+    bool done_ = false;
+    aspen_status outcome_ = ASPEN_OK;
+    aspen::waker waiter_;
+};
+
+// Owns the C data for as long as the task exists (see the top of the file).
+class task_end {
+public:
+    task_end(aspen_runtime* rt, void* data, aspen_drop_fn drop) noexcept : rt_(rt), data_(data), drop_(drop) {}
+    task_end(task_end&& o) noexcept
+        : rt_(o.rt_), data_(o.data_), drop_(std::exchange(o.drop_, nullptr)), join_(std::move(o.join_)),
+          outcome_(o.outcome_), live_(std::exchange(o.live_, false)) {}
+    task_end(const task_end&) = delete;
+    task_end& operator=(const task_end&) = delete;
+    task_end& operator=(task_end&&) = delete;
+    ~task_end() {
+        if (!live_) return;
+        if (drop_) drop_(data_);
+        if (join_) join_->finish(final_outcome());
+    }
+
+    void* data() const noexcept { return data_; }
+    aspen_runtime* runtime() const noexcept { return rt_; }
+    void set_join(std::shared_ptr<join_state> j) noexcept { join_ = std::move(j); }
+    void finished(aspen_status s) noexcept { outcome_ = s; }
+
+private:
+    // Every task_end is destroyed before its runtime is freed (shutdown
+    // destroys every frame and blocking job), so rt_ is still there.
+    aspen_status final_outcome() const noexcept {
+        if (outcome_) return *outcome_;
+        return rt_->is_stopping() ? ASPEN_SHUT_DOWN : ASPEN_CANCELLED;
+    }
+
+    aspen_runtime* rt_;
+    void* data_;
+    aspen_drop_fn drop_;
+    std::shared_ptr<join_state> join_;
+    std::optional<aspen_status> outcome_;  // empty: it never finished
+    bool live_ = true;
+};
+
+aspen::poll<aspen_status> poll_c(task_end& end, aspen_poll_fn fn, const aspen::context& cx) noexcept {
+    aspen_context c{cx, end.runtime()};
+    aspen_runtime* outer = std::exchange(polling_rt, end.runtime());
+    aspen_status s;
+    try {
+        s = fn(end.data(), &c);
+    } catch (...) {  // a C++ callback; C code cannot throw
+        s = ASPEN_PANIC;
+    }
+    polling_rt = outer;
+    if (s == ASPEN_PENDING) return aspen::pending;
+    return aspen::ready(s);
+}
+
+aspen::task<aspen_status> c_task(task_end end, aspen_poll_fn fn) {
+    aspen_status s = co_await aspen::poll_fn([&](aspen::context& cx) { return poll_c(end, fn, cx); });
+    end.finished(s);
+    co_return s;
+}
+
+aspen::task<aspen_status> wait_for(std::shared_ptr<join_state> st) {
+    co_return co_await aspen::poll_fn([&](aspen::context& cx) -> aspen::poll<aspen_status> {
+        if (auto o = st->poll(cx.waker())) return aspen::ready(*o);
+        return aspen::pending;
+    });
+}
+
+// A function for the blocking pool. Its task_end goes to whoever claims it
+// first: the pool thread that runs it (drop after fn returned), an abort,
+// or the closure's destructor when the pool discards it unrun (shutdown). An abort must drop at once, not when the
+// pool reaches the cancelled job, which may be stuck behind a long call.
+class blocking_call {
+public:
+    blocking_call(task_end end, aspen_status (*fn)(void*)) noexcept : end_(std::move(end)), fn_(fn) {}
+
+    void run() noexcept {
+        if (!claim()) return;
+        aspen_status s = ASPEN_PANIC;
+        try {
+            s = fn_(end_.data());
+        } catch (...) {  // a C++ callback; C code cannot throw
+        }
+        end_.finished(s == ASPEN_PENDING ? ASPEN_MISUSE : s);
+        end_now();
+    }
+    void cancel() noexcept {
+        if (claim()) end_now();
+    }
+
+private:
+    bool claim() noexcept {
+        bool expected = false;
+        // acq_rel: exactly one claimant; it then owns end_ (acquire sees the
+        // spawning thread's writes through the shared_ptr anyway).
+        return taken_.compare_exchange_strong(expected, true, std::memory_order_acq_rel);
+    }
+    void end_now() noexcept { task_end gone(std::move(end_)); }
+
+    std::atomic<bool> taken_{false};
+    task_end end_;
+    aspen_status (*fn_)(void*);
+};
+
+// What the pool runs; destroyed unrun, it drops the call.
+class blocking_closure {
+public:
+    explicit blocking_closure(std::shared_ptr<blocking_call> c) noexcept : call_(std::move(c)) {}
+    blocking_closure(blocking_closure&&) noexcept = default;
+    blocking_closure(const blocking_closure&) = delete;
+    blocking_closure& operator=(const blocking_closure&) = delete;
+    blocking_closure& operator=(blocking_closure&&) = delete;
+    ~blocking_closure() {
+        if (call_) call_->cancel();
+    }
+    aspen_status operator()() noexcept {
+        call_->run();
+        return ASPEN_OK;  // the outcome goes through the task_end
+    }
+
+private:
+    std::shared_ptr<blocking_call> call_;
+};
+
+}  // namespace
+
+struct aspen_join {
+    // Who consumes the outcome: one waiting thread or one polling task, once.
+    enum use_t : std::uint8_t { idle, polling, waiting, taken };
+
+    aspen_runtime* rt;
+    aspen::join_handle<aspen_status> handle;
+    std::shared_ptr<join_state> state;
+    std::shared_ptr<blocking_call> blocking;  // for a spawn_blocking join
+    std::atomic<std::uint8_t> use{idle};
+};
+
+namespace {
+
+aspen::join_handle<aspen_status> start(aspen_runtime& rt, aspen::task<aspen_status> t) {
+    // On one of rt's workers the task goes to that worker's next slot.
+    if (polling_rt == &rt) return aspen::spawn(std::move(t));
+    return rt.with([&](auto& r) { return r.spawn(std::move(t)); });
+}
+
+// The checks and allocations every spawn shares; `run` starts the task
+// with the task_end (which owns data from the first line on).
+template <class Run>
+aspen_status spawn_with(const char* what, aspen_runtime* rt, bool has_fn, void* data, aspen_drop_fn drop,
+                        aspen_join** out, Run run) {
+    if (out) *out = nullptr;
+    task_end end(rt, data, drop);
+    if (!rt) return null_arg(what, "rt");
+    if (!has_fn) return null_arg(what, "the function");
+    std::unique_ptr<aspen_join> j;
+    if (out) {
+        j = std::make_unique<aspen_join>();
+        j->rt = rt;
+        j->state = std::make_shared<join_state>();
+        end.set_join(j->state);
+    }
+    aspen::join_handle<aspen_status> h = run(*rt, std::move(end));
+    if (!out) return ASPEN_OK;  // h's destructor detaches
+    j->handle = std::move(h);
+    *out = j.release();
+    return ASPEN_OK;
+}
+
+bool claim(aspen_join& j, aspen_join::use_t as, const char* what, aspen_status& err) noexcept {
+    // acquire: a `taken` we see comes with the outcome's consumer done.
+    std::uint8_t cur = j.use.load(std::memory_order_acquire);
+    for (;;) {
+        if (cur == aspen_join::taken) {
+            err = fail(ASPEN_MISUSE, what, "the join was already joined (its outcome was taken)");
+            return false;
+        }
+        // A polling task re-polls; a second waiter would take the first's
+        // place in the join_state and leave it asleep.
+        bool again = cur == aspen_join::polling && as == aspen_join::polling;
+        if (cur != aspen_join::idle && !again) {
+            err = fail(ASPEN_MISUSE, what,
+                       cur == aspen_join::waiting ? "a thread is already waiting on this join"
+                                                  : "a task is polling this join");
+            return false;
+        }
+        // acq_rel: the claim decides between concurrent consumers; acquire
+        // sees a previous claimant's release (its taken outcome).
+        if (j.use.compare_exchange_weak(cur, as, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+    }
+}
+
+void set_use(aspen_join& j, aspen_join::use_t u) noexcept {
+    // release: a later claimant's acquire sees everything this one did.
+    j.use.store(u, std::memory_order_release);
+}
+
+aspen_status wait_outcome(aspen_join& j) {
+    if (std::optional<aspen_status> o = j.state->outcome()) return *o;
+    try {
+        return j.rt->block_on(wait_for(j.state));
+    } catch (const aspen::task_cancelled&) {
+        // Our waiting task was dropped: the runtime is shutting down.
+        return ASPEN_SHUT_DOWN;
+    }
+}
+
+uint64_t clamp_delay(uint64_t ns) noexcept {
+    // About 146 years: far enough, and now() + it cannot overflow.
+    return std::min<uint64_t>(ns, uint64_t{1} << 62);
+}
+
+aspen::clock::time_point after(uint64_t ns) noexcept {
+    return aspen::now() + std::chrono::nanoseconds(static_cast<std::int64_t>(clamp_delay(ns)));
+}
+
+// Reads the fields a caller compiled against (cfg->size bytes); a newer
+// caller's extra fields must be zero, i.e. left at "default".
+aspen_status read_config(const aspen_config* in, aspen_config& out) {
+    aspen_config_init(&out);
+    if (in->size < sizeof(size_t) + sizeof(int))
+        return fail(ASPEN_EINVAL, "aspen_runtime_new", "cfg->size is too small; call aspen_config_init first");
+    std::size_t n = std::min(in->size, sizeof out);
+    const auto* extra = reinterpret_cast<const unsigned char*>(in) + n;
+    if (std::any_of(extra, extra + (in->size - n), [](unsigned char b) { return b != 0; }))
+        return fail(ASPEN_EINVAL, "aspen_runtime_new", "cfg has fields this library does not know (set to nonzero)");
+    std::memcpy(&out, in, n);
+    return ASPEN_OK;
+}
+
+aspen::config to_cpp(const aspen_config& c) {
+    aspen::config cfg;
+    cfg.workers = c.workers;
+    cfg.local_queue_capacity = c.local_queue_capacity;
+    cfg.steal_attempts = c.steal_attempts;
+    cfg.global_queue_interval = c.global_queue_interval;
+    cfg.event_interval = c.event_interval;
+    cfg.coop_budget = c.coop_budget;
+    cfg.max_next_slot_runs = c.max_next_slot_runs;
+    cfg.max_blocking_threads = c.max_blocking_threads;
+    cfg.blocking_keep_alive = std::chrono::nanoseconds(static_cast<std::int64_t>(clamp_delay(c.blocking_keep_alive_ns)));
+    if (c.thread_name) cfg.thread_name = c.thread_name;
+    if (auto f = c.on_thread_start) cfg.on_thread_start = [f, d = c.hook_data](std::size_t i) { f(d, i); };
+    if (auto f = c.on_thread_stop) cfg.on_thread_stop = [f, d = c.hook_data](std::size_t i) { f(d, i); };
+    return cfg;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* aspen_status_name(aspen_status status) {
+    switch (status) {
+        case ASPEN_OK: return "ASPEN_OK";
+        case ASPEN_PENDING: return "ASPEN_PENDING";
+        case ASPEN_EINVAL: return "ASPEN_EINVAL";
+        case ASPEN_ENOMEM: return "ASPEN_ENOMEM";
+        case ASPEN_SHUT_DOWN: return "ASPEN_SHUT_DOWN";
+        case ASPEN_CANCELLED: return "ASPEN_CANCELLED";
+        case ASPEN_MISUSE: return "ASPEN_MISUSE";
+        case ASPEN_PANIC: return "ASPEN_PANIC";
+        case ASPEN_ERROR: return "ASPEN_ERROR";
+        case ASPEN_STATUS_INT_MAX_: break;
+    }
+    return "(unknown aspen_status)";
+}
+
+const char* aspen_last_error(void) { return last_error_text; }
+
+aspen_status aspen_config_init(aspen_config* cfg) {
+    if (!cfg) return null_arg("aspen_config_init", "cfg");
+    return guarded("aspen_config_init", [&] {
+        const aspen::config d;
+        *cfg = aspen_config{};
+        cfg->size = sizeof(aspen_config);
+        cfg->workers = d.workers;
+        cfg->local_queue_capacity = d.local_queue_capacity;
+        cfg->steal_attempts = d.steal_attempts;
+        cfg->global_queue_interval = d.global_queue_interval;
+        cfg->event_interval = d.event_interval;
+        cfg->coop_budget = d.coop_budget;
+        cfg->max_next_slot_runs = d.max_next_slot_runs;
+        cfg->max_blocking_threads = d.max_blocking_threads;
+        cfg->blocking_keep_alive_ns = static_cast<uint64_t>(d.blocking_keep_alive.count());
+        cfg->thread_name = nullptr;  // the C++ default, without a pointer into a temporary
+        return ASPEN_OK;
+    });
+}
+
+aspen_status aspen_runtime_new(const aspen_config* cfg, aspen_runtime** out) {
+    if (!out) return null_arg("aspen_runtime_new", "out");
+    *out = nullptr;
+    return guarded("aspen_runtime_new", [&] {
+        aspen_config c;
+        if (cfg) {
+            if (aspen_status s = read_config(cfg, c); s != ASPEN_OK) return s;
+        } else {
+            aspen_config_init(&c);
+        }
+        auto rt = std::make_unique<aspen_runtime>();
+        if (c.current_thread) rt->single = std::make_unique<aspen::current_thread_runtime>(to_cpp(c));
+        else rt->multi = std::make_unique<aspen::runtime>(to_cpp(c));
+        *out = rt.release();
+        return ASPEN_OK;
+    });
+}
+
+aspen_status aspen_runtime_shutdown(aspen_runtime* rt) {
+    if (!rt) return null_arg("aspen_runtime_shutdown", "rt");
+    if (polling_rt == rt)
+        return fail(ASPEN_MISUSE, "aspen_runtime_shutdown", "called from one of the runtime's own tasks");
+    return guarded("aspen_runtime_shutdown", [&] {
+        // acq_rel: release as in is_stopping; acquire makes a repeated
+        // call see the first one's flag (it restores the right value).
+        bool was = rt->stopping.exchange(true, std::memory_order_acq_rel);
+        try {
+            rt->with([](auto& r) { r.shutdown(); });
+        } catch (...) {
+            // relaxed: nothing was dropped under the flag; it goes back.
+            rt->stopping.store(was, std::memory_order_relaxed);
+            throw;
+        }
+        return ASPEN_OK;
+    });
+}
+
+aspen_status aspen_runtime_free(aspen_runtime* rt) {
+    if (!rt) return ASPEN_OK;
+    aspen_status s = aspen_runtime_shutdown(rt);
+    if (s == ASPEN_OK) delete rt;
+    return s;
+}
+
+aspen_status aspen_spawn(aspen_runtime* rt, aspen_poll_fn poll, void* data, aspen_drop_fn drop, aspen_join** out) {
+    return guarded("aspen_spawn", [&] {
+        return spawn_with("aspen_spawn", rt, poll != nullptr, data, drop, out, [poll](aspen_runtime& r, task_end end) {
+            return start(r, c_task(std::move(end), poll));
+        });
+    });
+}
+
+aspen_status aspen_block_on(aspen_runtime* rt, aspen_poll_fn poll, void* data, aspen_drop_fn drop) {
+    return guarded("aspen_block_on", [&] {
+        task_end end(rt, data, drop);
+        if (!rt) return null_arg("aspen_block_on", "rt");
+        if (!poll) return null_arg("aspen_block_on", "poll");
+        // Refused on a runtime's thread before it starts: the task is
+        // dropped, never run.
+        aspen::detail::check_blocking_allowed("aspen_block_on");
+        try {
+            return rt->block_on(c_task(std::move(end), poll));
+        } catch (const aspen::task_cancelled&) {
+            return fail(ASPEN_SHUT_DOWN, "aspen_block_on", "the runtime was shut down before the task finished");
+        }
+    });
+}
+
+aspen_status aspen_join_wait(aspen_join* join) {
+    if (!join) return null_arg("aspen_join_wait", "join");
+    aspen_status err = ASPEN_OK;
+    if (!claim(*join, aspen_join::waiting, "aspen_join_wait", err)) return err;
+    bool delivered = false;  // a refused or failed wait leaves the join as it was
+    aspen_status s = guarded("aspen_join_wait", [&] {
+        aspen::detail::check_blocking_allowed("aspen_join_wait");
+        aspen_status o = wait_outcome(*join);
+        delivered = true;
+        return o;
+    });
+    set_use(*join, delivered ? aspen_join::taken : aspen_join::idle);
+    return s;
+}
+
+aspen_status aspen_join_poll(aspen_join* join, aspen_context* cx) {
+    if (!join) return null_arg("aspen_join_poll", "join");
+    if (!cx) return null_arg("aspen_join_poll", "cx");
+    aspen_status err = ASPEN_OK;
+    if (!claim(*join, aspen_join::polling, "aspen_join_poll", err)) return err;
+    return guarded("aspen_join_poll", [&] {
+        std::optional<aspen_status> o = join->state->poll(cx->cx.waker());
+        if (!o) return ASPEN_PENDING;
+        set_use(*join, aspen_join::taken);
+        return *o;
+    });
+}
+
+aspen_status aspen_join_abort(aspen_join* join) {
+    if (!join) return null_arg("aspen_join_abort", "join");
+    if (join->blocking) join->blocking->cancel();
+    join->handle.abort();
+    return ASPEN_OK;
+}
+
+int aspen_join_is_finished(const aspen_join* join) {
+    if (!join) {
+        null_arg("aspen_join_is_finished", "join");
+        return -1;
+    }
+    return join->state->done() ? 1 : 0;
+}
+
+void aspen_join_free(aspen_join* join) { delete join; }
+
+aspen_runtime* aspen_context_runtime(const aspen_context* cx) {
+    if (!cx) {
+        null_arg("aspen_context_runtime", "cx");
+        return nullptr;
+    }
+    return cx->rt;
+}
+
+aspen_status aspen_context_waker(const aspen_context* cx, aspen_waker** out) {
+    if (!out) return null_arg("aspen_context_waker", "out");
+    *out = nullptr;
+    if (!cx) return null_arg("aspen_context_waker", "cx");
+    return guarded("aspen_context_waker", [&] {
+        *out = new aspen_waker{cx->cx.waker()};
+        return ASPEN_OK;
+    });
+}
+
+aspen_status aspen_waker_clone(const aspen_waker* waker, aspen_waker** out) {
+    if (!out) return null_arg("aspen_waker_clone", "out");
+    *out = nullptr;
+    if (!waker) return null_arg("aspen_waker_clone", "waker");
+    return guarded("aspen_waker_clone", [&] {
+        *out = new aspen_waker{waker->w};
+        return ASPEN_OK;
+    });
+}
+
+aspen_status aspen_waker_wake(aspen_waker* waker) {
+    if (!waker) return null_arg("aspen_waker_wake", "waker");
+    waker->w.wake();
+    delete waker;
+    return ASPEN_OK;
+}
+
+aspen_status aspen_waker_wake_by_ref(const aspen_waker* waker) {
+    if (!waker) return null_arg("aspen_waker_wake_by_ref", "waker");
+    waker->w.wake_by_ref();
+    return ASPEN_OK;
+}
+
+void aspen_waker_free(aspen_waker* waker) { delete waker; }
+
+uint64_t aspen_now_ns(void) {
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(aspen::now().time_since_epoch());
+    return static_cast<uint64_t>(ns.count());
+}
+
+aspen_status aspen_timer_new(uint64_t delay_ns, aspen_timer** out) {
+    if (!out) return null_arg("aspen_timer_new", "out");
+    *out = nullptr;
+    return guarded("aspen_timer_new", [&] {
+        *out = new aspen_timer{aspen::timer(after(delay_ns))};
+        return ASPEN_OK;
+    });
+}
+
+aspen_status aspen_timer_poll(aspen_timer* timer, aspen_context* cx) {
+    if (!timer) return null_arg("aspen_timer_poll", "timer");
+    if (!cx) return null_arg("aspen_timer_poll", "cx");
+    return guarded("aspen_timer_poll", [&] {
+        // timer::poll takes a mutable context; the one we lend is const.
+        aspen::context c(cx->cx.waker());
+        return timer->t.poll(c) ? ASPEN_READY : ASPEN_PENDING;
+    });
+}
+
+aspen_status aspen_timer_reset(aspen_timer* timer, uint64_t delay_ns) {
+    if (!timer) return null_arg("aspen_timer_reset", "timer");
+    timer->t.reset(after(delay_ns));
+    return ASPEN_OK;
+}
+
+void aspen_timer_free(aspen_timer* timer) { delete timer; }
+
+aspen_status aspen_fd_adopt(int fd, aspen_fd** out) {
+    if (!out) return null_arg("aspen_fd_adopt", "out");
+    *out = nullptr;
+    return guarded("aspen_fd_adopt", [&] {
+        auto owned = std::make_unique<aspen_fd>();  // first: adopt then cannot be undone by a bad_alloc
+        owned->fd = aspen::async_fd::adopt(fd);
+        *out = owned.release();
+        return ASPEN_OK;
+    });
+}
+
+aspen_status aspen_fd_poll(aspen_fd* fd, int direction, aspen_fd_fn fn, void* arg, long long* result,
+                           aspen_context* cx) {
+    const char* what = "aspen_fd_poll";
+    if (!fd) return null_arg(what, "fd");
+    if (!fn) return null_arg(what, "fn");
+    if (!result) return null_arg(what, "result");
+    if (!cx) return null_arg(what, "cx");
+    if (direction != ASPEN_FD_READ && direction != ASPEN_FD_WRITE)
+        return fail(ASPEN_EINVAL, what, "direction must be ASPEN_FD_READ or ASPEN_FD_WRITE");
+    auto& op = fd->op[direction];
+    aspen_status s = guarded(what, [&] {
+        if (!op) {
+            fd_call call{fn, arg};
+            if (direction == ASPEN_FD_READ) op.emplace(fd->fd.read_with(call));
+            else op.emplace(fd->fd.write_with(call));
+        }
+        aspen::context c(cx->cx.waker());  // poll takes a mutable context
+        if (!op->poll(c)) return ASPEN_PENDING;
+        *result = op->await_resume();
+        op.reset();
+        return ASPEN_OK;
+    });
+    if (s != ASPEN_OK && s != ASPEN_PENDING) {
+        op.reset();  // failed: the next poll starts a new operation
+        *result = -errno_of_last_failure;
+    }
+    return s;
+}
+
+int aspen_fd_native(const aspen_fd* fd) {
+    if (!fd) {
+        null_arg("aspen_fd_native", "fd");
+        return -1;
+    }
+    return fd->fd.native_handle();
+}
+
+void aspen_fd_free(aspen_fd* fd) { delete fd; }
+
+aspen_status aspen_spawn_blocking(aspen_runtime* rt, aspen_status (*fn)(void* data), void* data, aspen_drop_fn drop,
+                                  aspen_join** out) {
+    return guarded("aspen_spawn_blocking", [&] {
+        std::shared_ptr<blocking_call> call;
+        auto run = [&](aspen_runtime& r, task_end end) {
+            call = std::make_shared<blocking_call>(std::move(end), fn);
+            return r.with([&](auto& cpp) { return cpp.spawn_blocking(blocking_closure(call)); });
+        };
+        aspen_status s = spawn_with("aspen_spawn_blocking", rt, fn != nullptr, data, drop, out, run);
+        if (s == ASPEN_OK && out) (*out)->blocking = std::move(call);
+        return s;
+    });
+}
+
+}  // extern "C"

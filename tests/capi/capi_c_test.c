@@ -1,0 +1,134 @@
+/* The C API from C: this file is compiled as C11 with -pedantic -Werror,
+ * which proves aspen.h is valid C, and runs a small scenario on both kinds
+ * of runtime. Exits 0 on success, 1 (with the failed check) otherwise. */
+#include <aspen/aspen.h>
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int failures = 0;
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n",      \
+                    __FILE__, __LINE__, #cond, aspen_last_error());            \
+            failures++;                                                        \
+        }                                                                      \
+    } while (0)
+
+/* A task that sleeps on a timer `rounds` times, then adds its id to a sum. */
+struct sleeper {
+    aspen_timer* timer;
+    int rounds;
+    int id;
+    atomic_int* sum; /* shared by tasks on several workers */
+    atomic_int* drops;
+};
+
+static aspen_status sleeper_poll(void* data, aspen_context* cx) {
+    struct sleeper* s = data;
+    while (s->rounds > 0) {
+        aspen_status st;
+        if (!s->timer && aspen_timer_new(1000000, &s->timer) != ASPEN_OK) return ASPEN_ENOMEM;
+        st = aspen_timer_poll(s->timer, cx);
+        if (st != ASPEN_READY) return st;
+        aspen_timer_free(s->timer);
+        s->timer = NULL;
+        s->rounds--;
+    }
+    /* relaxed: read after every task was joined, which orders it */
+    atomic_fetch_add_explicit(s->sum, s->id, memory_order_relaxed);
+    return ASPEN_READY;
+}
+
+static void sleeper_drop(void* data) {
+    struct sleeper* s = data;
+    aspen_timer_free(s->timer);
+    atomic_fetch_add_explicit(s->drops, 1, memory_order_relaxed); /* relaxed: as sum */
+    free(s);
+}
+
+/* A parent that spawns a child from inside its poll and joins it with
+ * aspen_join_poll. */
+struct parent {
+    aspen_join* child;
+    aspen_status child_outcome;
+    atomic_int sum;
+    atomic_int drops;
+};
+
+static aspen_status parent_poll(void* data, aspen_context* cx) {
+    struct parent* p = data;
+    aspen_status st;
+    if (!p->child) {
+        struct sleeper* s = calloc(1, sizeof *s);
+        if (!s) return ASPEN_ENOMEM;
+        s->rounds = 3;
+        s->id = 42;
+        s->sum = &p->sum;
+        s->drops = &p->drops;
+        st = aspen_spawn(aspen_context_runtime(cx), sleeper_poll, s, sleeper_drop, &p->child);
+        if (st != ASPEN_OK) return st;
+    }
+    st = aspen_join_poll(p->child, cx);
+    if (st == ASPEN_PENDING) return st;
+    p->child_outcome = st;
+    aspen_join_free(p->child);
+    p->child = NULL;
+    return ASPEN_READY;
+}
+
+static void run_scenario(int current_thread, size_t workers) {
+    aspen_config cfg;
+    aspen_runtime* rt = NULL;
+    atomic_int sum = 0;
+    atomic_int drops = 0;
+    int i;
+    aspen_join* joins[8];
+    CHECK(aspen_config_init(&cfg) == ASPEN_OK);
+    cfg.current_thread = current_thread;
+    cfg.workers = workers;
+    CHECK(aspen_runtime_new(&cfg, &rt) == ASPEN_OK);
+    if (!rt) return;
+    for (i = 0; i < 8; i++) {
+        struct sleeper* s = calloc(1, sizeof *s);
+        s->rounds = 2;
+        s->id = i + 1;
+        s->sum = &sum;
+        s->drops = &drops;
+        CHECK(aspen_spawn(rt, sleeper_poll, s, sleeper_drop, &joins[i]) == ASPEN_OK);
+    }
+    for (i = 0; i < 8; i++) {
+        CHECK(aspen_join_wait(joins[i]) == ASPEN_OK);
+        CHECK(aspen_join_is_finished(joins[i]) == 1);
+        CHECK(aspen_join_wait(joins[i]) == ASPEN_MISUSE);
+        aspen_join_free(joins[i]);
+    }
+    CHECK(sum == 36);
+    CHECK(drops == 8);
+    {
+        struct parent p = {NULL, ASPEN_ERROR, 0, 0}; /* atomics: plain initialisation is fine */
+        CHECK(aspen_block_on(rt, parent_poll, &p, NULL) == ASPEN_OK);
+        CHECK(p.child_outcome == ASPEN_OK);
+        CHECK(p.sum == 42);
+        CHECK(p.drops == 1);
+    }
+    CHECK(aspen_runtime_free(rt) == ASPEN_OK);
+}
+
+int main(void) {
+    aspen_config cfg;
+    aspen_runtime* rt = NULL;
+    CHECK(aspen_config_init(&cfg) == ASPEN_OK);
+    cfg.local_queue_capacity = 3;
+    CHECK(aspen_runtime_new(&cfg, &rt) == ASPEN_EINVAL);
+    CHECK(rt == NULL);
+    printf("invalid config: %s\n", aspen_last_error());
+    run_scenario(1, 1);
+    run_scenario(0, 2);
+    if (failures) return 1;
+    puts("capi_c_test: ok");
+    return 0;
+}

@@ -1,0 +1,919 @@
+// The C API (include/aspen/aspen.h), driven from C++ with C-style tasks:
+// spawn and join, block_on, wakers from other threads, abort, shutdown,
+// timers, the blocking pool, configuration errors and every misuse, on each
+// kind of runtime (kind 0: current-thread; kind n: n workers).
+#include <aspen/aspen.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+const auto kinds = ::testing::Values(0, 1, 2, 8);
+
+std::string kind_name(const ::testing::TestParamInfo<int>& info) {
+    return info.param == 0 ? std::string("current_thread") : "workers" + std::to_string(info.param);
+}
+
+aspen_runtime* make_runtime(int kind) {
+    aspen_config cfg;
+    EXPECT_EQ(aspen_config_init(&cfg), ASPEN_OK);
+    cfg.current_thread = kind == 0;
+    if (kind > 0) cfg.workers = static_cast<size_t>(kind);
+    aspen_runtime* rt = nullptr;
+    EXPECT_EQ(aspen_runtime_new(&cfg, &rt), ASPEN_OK) << aspen_last_error();
+    return rt;
+}
+
+// A task's bookkeeping: how often it was polled and dropped.
+struct probe {
+    std::atomic<int> polls{0};
+    std::atomic<int> drops{0};
+    aspen_status result = ASPEN_READY;  // what a ready poll returns
+};
+
+// relaxed (here and in the other counters): the test reads them after a
+// join, a shutdown or a runtime's end, which order them.
+void drop_probe(void* d) { static_cast<probe*>(d)->drops.fetch_add(1, std::memory_order_relaxed); }
+
+aspen_status ready_probe(void* d, aspen_context*) {
+    auto* p = static_cast<probe*>(d);
+    p->polls.fetch_add(1, std::memory_order_relaxed);
+    return p->result;
+}
+
+// Pending forever (stores no waker): only abort or shutdown ends it.
+aspen_status pending_probe(void* d, aspen_context*) {
+    static_cast<probe*>(d)->polls.fetch_add(1, std::memory_order_relaxed);
+    return ASPEN_PENDING;
+}
+
+class capi : public ::testing::TestWithParam<int> {
+protected:
+    void SetUp() override { rt = make_runtime(GetParam()); }
+    void TearDown() override { EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK); }
+    aspen_runtime* rt = nullptr;
+};
+
+TEST_P(capi, SpawnAndJoin) {
+    probe p;
+    aspen_join* j = nullptr;
+    ASSERT_EQ(aspen_spawn(rt, ready_probe, &p, drop_probe, &j), ASPEN_OK);
+    ASSERT_NE(j, nullptr);
+    EXPECT_EQ(aspen_join_wait(j), ASPEN_OK);
+    EXPECT_EQ(aspen_join_is_finished(j), 1);
+    EXPECT_EQ(p.polls.load(), 1);
+    EXPECT_EQ(p.drops.load(), 1);  // drop has run by the time the join says so
+    aspen_join_free(j);
+}
+
+TEST_P(capi, TheTaskStatusIsTheOutcome) {
+    probe p;
+    p.result = ASPEN_EINVAL;
+    aspen_join* j = nullptr;
+    ASSERT_EQ(aspen_spawn(rt, ready_probe, &p, drop_probe, &j), ASPEN_OK);
+    EXPECT_EQ(aspen_join_wait(j), ASPEN_EINVAL);
+    aspen_join_free(j);
+    EXPECT_EQ(aspen_block_on(rt, ready_probe, &p, drop_probe), ASPEN_EINVAL);
+    EXPECT_EQ(p.drops.load(), 2);
+}
+
+TEST_P(capi, BlockOn) {
+    probe p;
+    EXPECT_EQ(aspen_block_on(rt, ready_probe, &p, drop_probe), ASPEN_OK);
+    EXPECT_EQ(p.polls.load(), 1);
+    EXPECT_EQ(p.drops.load(), 1);
+    EXPECT_EQ(aspen_block_on(rt, ready_probe, &p, nullptr), ASPEN_OK);  // drop is optional
+    EXPECT_EQ(p.polls.load(), 2);
+}
+
+TEST_P(capi, ManyTasksEachPolledAndDroppedOnce) {
+    constexpr int n = 100000;
+    auto probes = std::make_unique<probe[]>(n);
+    std::vector<aspen_join*> joins(n);
+    for (int i = 0; i < n; ++i) ASSERT_EQ(aspen_spawn(rt, ready_probe, &probes[i], drop_probe, &joins[i]), ASPEN_OK);
+    for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(aspen_join_wait(joins[i]), ASPEN_OK);
+        aspen_join_free(joins[i]);
+    }
+    for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(probes[i].polls.load(), 1) << i;
+        ASSERT_EQ(probes[i].drops.load(), 1) << i;
+    }
+}
+
+TEST_P(capi, DetachedTasksRunToo) {
+    constexpr int n = 10000;
+    auto probes = std::make_unique<probe[]>(n);
+    for (int i = 0; i < n; ++i) ASSERT_EQ(aspen_spawn(rt, ready_probe, &probes[i], drop_probe, nullptr), ASPEN_OK);
+    // A task spawned last, joined: on a current-thread runtime its wait
+    // also runs the detached ones (FIFO).
+    probe last;
+    EXPECT_EQ(aspen_block_on(rt, ready_probe, &last, drop_probe), ASPEN_OK);
+    if (GetParam() == 0) {
+        for (int i = 0; i < n; ++i) EXPECT_EQ(probes[i].drops.load(), 1) << i;
+    }
+    // Elsewhere some may still wait: shutdown drops those, before the
+    // probes go out of scope.
+    ASSERT_EQ(aspen_runtime_shutdown(rt), ASPEN_OK);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(probes[i].drops.load(), 1) << i;
+}
+
+// A parent spawns children from inside its poll (they go to its worker)
+// and joins each with aspen_join_poll.
+struct parent {
+    int children = 0;
+    std::vector<aspen_join*> joins;
+    std::unique_ptr<probe[]> probes;
+    size_t next = 0;
+    std::atomic<int> drops{0};
+};
+
+aspen_status parent_poll(void* d, aspen_context* cx) {
+    auto* p = static_cast<parent*>(d);
+    if (p->joins.empty()) {
+        p->probes = std::make_unique<probe[]>(p->children);
+        p->joins.resize(p->children);
+        for (int i = 0; i < p->children; ++i) {
+            aspen_status s = aspen_spawn(aspen_context_runtime(cx), ready_probe, &p->probes[i], drop_probe, &p->joins[i]);
+            if (s != ASPEN_OK) return s;
+        }
+    }
+    for (; p->next < p->joins.size(); ++p->next) {
+        aspen_status s = aspen_join_poll(p->joins[p->next], cx);
+        if (s == ASPEN_PENDING) return s;
+        if (s != ASPEN_OK) return s;
+        aspen_join_free(p->joins[p->next]);
+    }
+    return ASPEN_READY;
+}
+
+void drop_parent(void* d) { static_cast<parent*>(d)->drops.fetch_add(1, std::memory_order_relaxed); }
+
+TEST_P(capi, SpawnAndJoinFromInsideATask) {
+    parent p;
+    p.children = 1000;
+    EXPECT_EQ(aspen_block_on(rt, parent_poll, &p, drop_parent), ASPEN_OK) << aspen_last_error();
+    EXPECT_EQ(p.drops.load(), 1);
+    for (int i = 0; i < p.children; ++i) {
+        EXPECT_EQ(p.probes[i].polls.load(), 1);
+        EXPECT_EQ(p.probes[i].drops.load(), 1);
+    }
+}
+
+// Ping-pong with a foreign thread: each round the thread publishes a
+// number and wakes the task, then waits for the task to acknowledge it.
+// A lost wakeup would hang the round (ctest's timeout reports it).
+struct pinged {
+    std::atomic<int> sent{0};
+    std::atomic<int> acked{0};
+    int rounds = 0;
+    std::mutex m;
+    aspen_waker* w = nullptr;  // under m
+    std::atomic<int> drops{0};
+};
+
+aspen_status pinged_poll(void* d, aspen_context* cx) {
+    auto* p = static_cast<pinged*>(d);
+    {
+        // Store the waker before looking at `sent`: a send after the look
+        // then finds it.
+        std::lock_guard g(p->m);
+        aspen_waker_free(p->w);
+        if (aspen_context_waker(cx, &p->w) != ASPEN_OK) return ASPEN_ENOMEM;
+    }
+    // acquire: pairs with the sender's release of `sent`.
+    int s = p->sent.load(std::memory_order_acquire);
+    // release: the sender may start the next round once it sees this.
+    if (s > p->acked.load(std::memory_order_relaxed)) p->acked.store(s, std::memory_order_release);
+    return s == p->rounds ? ASPEN_READY : ASPEN_PENDING;
+}
+
+void drop_pinged(void* d) {
+    auto* p = static_cast<pinged*>(d);
+    std::lock_guard g(p->m);
+    aspen_waker_free(std::exchange(p->w, nullptr));
+    p->drops.fetch_add(1, std::memory_order_relaxed);
+}
+
+void send_rounds(pinged& p, bool consume) {
+    for (int i = 1; i <= p.rounds; ++i) {
+        // release: the task's acquire of `sent` sees the round.
+        p.sent.store(i, std::memory_order_release);
+        aspen_waker* w = nullptr;
+        {
+            std::lock_guard g(p.m);
+            if (p.w) aspen_waker_clone(p.w, &w);
+        }
+        if (w && consume) aspen_waker_wake(w);
+        if (w && !consume) {
+            aspen_waker_wake_by_ref(w);
+            aspen_waker_free(w);
+        }
+        // acquire: the task's acknowledgement (and nothing else) we wait for.
+        while (p.acked.load(std::memory_order_acquire) < i) std::this_thread::yield();
+    }
+}
+
+TEST_P(capi, WakersFromAForeignThreadLoseNoWakeup) {
+    for (bool consume : {true, false}) {
+        pinged p;
+        p.rounds = 2000;
+        aspen_join* j = nullptr;
+        ASSERT_EQ(aspen_spawn(rt, pinged_poll, &p, drop_pinged, &j), ASPEN_OK);
+        std::thread sender([&] { send_rounds(p, consume); });
+        EXPECT_EQ(aspen_join_wait(j), ASPEN_OK);
+        sender.join();
+        aspen_join_free(j);
+        EXPECT_EQ(p.drops.load(), 1);
+    }
+}
+
+// Keeps a clone of its waker past its end.
+struct keeper {
+    aspen_waker* w = nullptr;
+    std::atomic<int> polls{0};
+};
+
+aspen_status keeper_poll(void* d, aspen_context* cx) {
+    auto* k = static_cast<keeper*>(d);
+    k->polls.fetch_add(1, std::memory_order_relaxed);
+    return aspen_context_waker(cx, &k->w);
+}
+
+TEST_P(capi, WakeAfterTheTaskFinishedIsANoOp) {
+    keeper k;
+    ASSERT_EQ(aspen_block_on(rt, keeper_poll, &k, nullptr), ASPEN_OK);
+    ASSERT_NE(k.w, nullptr);
+    aspen_waker* clone = nullptr;
+    ASSERT_EQ(aspen_waker_clone(k.w, &clone), ASPEN_OK);
+    EXPECT_EQ(aspen_waker_wake_by_ref(k.w), ASPEN_OK);
+    EXPECT_EQ(aspen_waker_wake(k.w), ASPEN_OK);
+    probe p;  // the runtime still works, and nothing re-polled the keeper
+    EXPECT_EQ(aspen_block_on(rt, ready_probe, &p, drop_probe), ASPEN_OK);
+    EXPECT_EQ(k.polls.load(), 1);
+    // A waker may outlive its runtime.
+    ASSERT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+    rt = make_runtime(GetParam());
+    EXPECT_EQ(aspen_waker_wake(clone), ASPEN_OK);
+}
+
+TEST_P(capi, AbortOfAPendingTaskDropsItOnce) {
+    probe p;
+    aspen_join* j = nullptr;
+    ASSERT_EQ(aspen_spawn(rt, pending_probe, &p, drop_probe, &j), ASPEN_OK);
+    if (GetParam() > 0) {
+        // acquire: nothing but progress depends on it.
+        while (p.polls.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+    }
+    EXPECT_EQ(aspen_join_abort(j), ASPEN_OK);
+    EXPECT_EQ(aspen_join_abort(j), ASPEN_OK);  // twice: no effect
+    EXPECT_EQ(aspen_join_wait(j), ASPEN_CANCELLED);
+    EXPECT_EQ(aspen_join_is_finished(j), 1);
+    EXPECT_EQ(p.drops.load(), 1);
+    EXPECT_EQ(aspen_join_abort(j), ASPEN_OK);  // after the end: no effect
+    aspen_join_free(j);
+    EXPECT_EQ(p.drops.load(), 1);
+}
+
+TEST_P(capi, AbortAfterTheTaskFinishedKeepsItsOutcome) {
+    probe p;
+    aspen_join* j = nullptr;
+    ASSERT_EQ(aspen_spawn(rt, ready_probe, &p, drop_probe, &j), ASPEN_OK);
+    probe q;  // waits until the first has run (FIFO on one thread)
+    EXPECT_EQ(aspen_block_on(rt, ready_probe, &q, drop_probe), ASPEN_OK);
+    while (aspen_join_is_finished(j) == 0) std::this_thread::yield();
+    EXPECT_EQ(aspen_join_abort(j), ASPEN_OK);
+    EXPECT_EQ(aspen_join_wait(j), ASPEN_OK);
+    EXPECT_EQ(p.drops.load(), 1);
+    aspen_join_free(j);
+}
+
+TEST_P(capi, ShutdownDropsEveryUnfinishedTaskOnce) {
+    constexpr int n = 1000;
+    auto probes = std::make_unique<probe[]>(n);
+    std::vector<aspen_join*> joins;
+    for (int i = 0; i < n; ++i) {
+        aspen_join** out = nullptr;
+        if (i % 2 == 0) out = &joins.emplace_back();
+        ASSERT_EQ(aspen_spawn(rt, pending_probe, &probes[i], drop_probe, out), ASPEN_OK);
+    }
+    ASSERT_EQ(aspen_runtime_shutdown(rt), ASPEN_OK);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(probes[i].drops.load(), 1) << i;
+    for (aspen_join* j : joins) {
+        EXPECT_EQ(aspen_join_is_finished(j), 1);
+        EXPECT_EQ(aspen_join_wait(j), ASPEN_SHUT_DOWN);
+    }
+    // Joins may outlive the runtime.
+    ASSERT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+    rt = make_runtime(GetParam());
+    for (aspen_join* j : joins) aspen_join_free(j);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(probes[i].drops.load(), 1) << i;
+}
+
+TEST_P(capi, SpawnAfterShutdownIsRefusedAndDrops) {
+    ASSERT_EQ(aspen_runtime_shutdown(rt), ASPEN_OK);
+    EXPECT_EQ(aspen_runtime_shutdown(rt), ASPEN_OK);  // twice: nothing more
+    probe p;
+    aspen_join* j = reinterpret_cast<aspen_join*>(&p);  // overwritten with NULL
+    EXPECT_EQ(aspen_spawn(rt, ready_probe, &p, drop_probe, &j), ASPEN_SHUT_DOWN);
+    EXPECT_EQ(j, nullptr);
+    EXPECT_NE(std::strstr(aspen_last_error(), "shut down"), nullptr) << aspen_last_error();
+    EXPECT_EQ(aspen_block_on(rt, ready_probe, &p, drop_probe), ASPEN_SHUT_DOWN);
+    EXPECT_EQ(p.polls.load(), 0);
+    EXPECT_EQ(p.drops.load(), 2);
+}
+
+// Sleeps `rounds` times for `delay` ns, re-using one timer (reset).
+struct sleeper {
+    aspen_timer* t = nullptr;
+    uint64_t delay = 0;
+    int rounds = 0;
+    uint64_t started = 0;
+    uint64_t woke = 0;
+    std::atomic<int> drops{0};
+};
+
+aspen_status sleeper_poll(void* d, aspen_context* cx) {
+    auto* s = static_cast<sleeper*>(d);
+    if (!s->t) {
+        s->started = aspen_now_ns();
+        if (aspen_status st = aspen_timer_new(s->delay, &s->t); st != ASPEN_OK) return st;
+    }
+    while (s->rounds > 0) {
+        aspen_status st = aspen_timer_poll(s->t, cx);
+        if (st != ASPEN_READY) return st;
+        if (--s->rounds > 0) aspen_timer_reset(s->t, s->delay);
+    }
+    s->woke = aspen_now_ns();
+    return ASPEN_READY;
+}
+
+void drop_sleeper(void* d) {
+    auto* s = static_cast<sleeper*>(d);
+    aspen_timer_free(std::exchange(s->t, nullptr));
+    s->drops.fetch_add(1, std::memory_order_relaxed);
+}
+
+TEST_P(capi, TimersFireNeverEarly) {
+    sleeper s;
+    s.delay = 2'000'000;
+    s.rounds = 3;
+    EXPECT_EQ(aspen_block_on(rt, sleeper_poll, &s, drop_sleeper), ASPEN_OK) << aspen_last_error();
+    EXPECT_GE(s.woke - s.started, 3 * s.delay);
+    EXPECT_EQ(s.drops.load(), 1);
+}
+
+TEST_P(capi, ManySleepersAtOnce) {
+    constexpr int n = 200;
+    auto sleepers = std::make_unique<sleeper[]>(n);
+    std::vector<aspen_join*> joins(n);
+    for (int i = 0; i < n; ++i) {
+        sleepers[i].delay = 1'000'000 * static_cast<uint64_t>(i % 5);
+        sleepers[i].rounds = 2;
+        ASSERT_EQ(aspen_spawn(rt, sleeper_poll, &sleepers[i], drop_sleeper, &joins[i]), ASPEN_OK);
+    }
+    for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(aspen_join_wait(joins[i]), ASPEN_OK);
+        aspen_join_free(joins[i]);
+        EXPECT_EQ(sleepers[i].drops.load(), 1);
+    }
+}
+
+TEST_P(capi, AbortOfASleepingTaskDisarmsItsTimer) {
+    sleeper s;
+    s.delay = 3'600'000'000'000;  // an hour
+    s.rounds = 1;
+    aspen_join* j = nullptr;
+    ASSERT_EQ(aspen_spawn(rt, sleeper_poll, &s, drop_sleeper, &j), ASPEN_OK);
+    probe p;  // after this, the sleeper has armed its timer (FIFO) or runs elsewhere
+    EXPECT_EQ(aspen_block_on(rt, ready_probe, &p, drop_probe), ASPEN_OK);
+    EXPECT_EQ(aspen_join_abort(j), ASPEN_OK);
+    EXPECT_EQ(aspen_join_wait(j), ASPEN_CANCELLED);
+    EXPECT_EQ(s.drops.load(), 1);
+    aspen_join_free(j);
+}
+
+// What a task saw when it misused the API from inside its poll.
+struct misuser {
+    aspen_runtime* rt = nullptr;
+    aspen_join* other = nullptr;
+    aspen_join* finished = nullptr;  // a task that has ended
+    aspen_status wait = ASPEN_OK, block = ASPEN_OK, free_rt = ASPEN_OK, shutdown = ASPEN_OK;
+    aspen_status finished_wait = ASPEN_OK;
+    probe inner;
+};
+
+aspen_status misuser_poll(void* d, aspen_context*) {
+    auto* m = static_cast<misuser*>(d);
+    m->wait = aspen_join_wait(m->other);
+    m->finished_wait = aspen_join_wait(m->finished);
+    m->block = aspen_block_on(m->rt, ready_probe, &m->inner, drop_probe);
+    m->free_rt = aspen_runtime_free(m->rt);
+    m->shutdown = aspen_runtime_shutdown(m->rt);
+    return ASPEN_READY;
+}
+
+TEST_P(capi, BlockingCallsFromInsideATaskAreMisuse) {
+    misuser m;
+    m.rt = rt;
+    probe other;
+    ASSERT_EQ(aspen_spawn(rt, pending_probe, &other, drop_probe, &m.other), ASPEN_OK);
+    probe done;
+    ASSERT_EQ(aspen_spawn(rt, ready_probe, &done, drop_probe, &m.finished), ASPEN_OK);
+    probe first;  // after this, `done` has ended on a current-thread runtime (FIFO)
+    EXPECT_EQ(aspen_block_on(rt, ready_probe, &first, nullptr), ASPEN_OK);
+    EXPECT_EQ(aspen_block_on(rt, misuser_poll, &m, nullptr), ASPEN_OK);
+    EXPECT_EQ(m.wait, ASPEN_MISUSE);
+    EXPECT_EQ(m.block, ASPEN_MISUSE);
+    EXPECT_EQ(m.inner.polls.load(), 0);  // refused before it ran...
+    EXPECT_EQ(m.inner.drops.load(), 1);  // ...and dropped
+    EXPECT_EQ(m.free_rt, ASPEN_MISUSE);
+    EXPECT_EQ(m.shutdown, ASPEN_MISUSE);
+    EXPECT_EQ(m.finished_wait, ASPEN_MISUSE);
+    EXPECT_EQ(aspen_join_wait(m.finished), ASPEN_OK);  // the refused wait took nothing
+    aspen_join_free(m.finished);
+    // The refused wait left the join usable.
+    EXPECT_EQ(aspen_join_abort(m.other), ASPEN_OK);
+    EXPECT_EQ(aspen_join_wait(m.other), ASPEN_CANCELLED);
+    aspen_join_free(m.other);
+}
+
+TEST_P(capi, JoiningTwiceIsMisuse) {
+    probe p;
+    aspen_join* j = nullptr;
+    ASSERT_EQ(aspen_spawn(rt, ready_probe, &p, drop_probe, &j), ASPEN_OK);
+    EXPECT_EQ(aspen_join_wait(j), ASPEN_OK);
+    EXPECT_EQ(aspen_join_wait(j), ASPEN_MISUSE);
+    EXPECT_NE(std::strstr(aspen_last_error(), "already joined"), nullptr) << aspen_last_error();
+    aspen_join_free(j);
+}
+
+// Polls a join once, then (second poll) polls it again after it finished.
+struct join_poller {
+    aspen_join* j = nullptr;
+    aspen_status first = ASPEN_OK, second = ASPEN_OK;
+    std::atomic<bool> polled{false};
+};
+
+aspen_status join_poller_poll(void* d, aspen_context* cx) {
+    auto* jp = static_cast<join_poller*>(d);
+    jp->first = aspen_join_poll(jp->j, cx);
+    // release: the test thread waits for the claim this poll made.
+    jp->polled.store(true, std::memory_order_release);
+    if (jp->first == ASPEN_PENDING) return ASPEN_PENDING;
+    jp->second = aspen_join_poll(jp->j, cx);
+    return ASPEN_READY;
+}
+
+TEST_P(capi, PollingAJoinAfterItsOutcomeWasTakenIsMisuse) {
+    probe p;
+    join_poller jp;
+    ASSERT_EQ(aspen_spawn(rt, ready_probe, &p, drop_probe, &jp.j), ASPEN_OK);
+    EXPECT_EQ(aspen_block_on(rt, join_poller_poll, &jp, nullptr), ASPEN_OK);
+    EXPECT_EQ(jp.first, ASPEN_OK);
+    EXPECT_EQ(jp.second, ASPEN_MISUSE);
+    EXPECT_EQ(aspen_join_wait(jp.j), ASPEN_MISUSE);
+    aspen_join_free(jp.j);
+}
+
+TEST_P(capi, WaitingOnAJoinATaskPollsIsMisuse) {
+    probe p;
+    join_poller jp;
+    ASSERT_EQ(aspen_spawn(rt, pending_probe, &p, drop_probe, &jp.j), ASPEN_OK);
+    aspen_join* poller = nullptr;
+    ASSERT_EQ(aspen_spawn(rt, join_poller_poll, &jp, nullptr, &poller), ASPEN_OK);
+    // Once the poller has registered, a wait on its join is refused.
+    probe q;  // on a current-thread runtime: runs the poller first (FIFO)
+    EXPECT_EQ(aspen_block_on(rt, ready_probe, &q, nullptr), ASPEN_OK);
+    // acquire: the poller's claim happened before it set the flag.
+    while (!jp.polled.load(std::memory_order_acquire)) std::this_thread::yield();
+    EXPECT_EQ(aspen_join_wait(jp.j), ASPEN_MISUSE);
+    EXPECT_NE(std::strstr(aspen_last_error(), "polling"), nullptr) << aspen_last_error();
+    EXPECT_EQ(aspen_join_abort(jp.j), ASPEN_OK);
+    EXPECT_EQ(aspen_join_wait(poller), ASPEN_OK);
+    EXPECT_EQ(jp.first, ASPEN_CANCELLED);
+    aspen_join_free(poller);
+    aspen_join_free(jp.j);
+}
+
+TEST_P(capi, APollThatThrowsEndsWithPanic) {
+    probe p;
+    auto thrower = [](void* d, aspen_context*) -> aspen_status {
+        static_cast<probe*>(d)->polls.fetch_add(1, std::memory_order_relaxed);
+        throw std::runtime_error("from a C++ callback");
+    };
+    EXPECT_EQ(aspen_block_on(rt, thrower, &p, drop_probe), ASPEN_PANIC);
+    EXPECT_EQ(p.drops.load(), 1);
+}
+
+// The blocking pool: one thread, held by a first function until released,
+// so a second one waits in the queue and can be aborted before it runs.
+struct blocker {
+    std::atomic<bool> started{false};
+    std::atomic<bool> release{false};
+    std::atomic<int> runs{0};
+    std::atomic<int> drops{0};
+};
+
+aspen_status blocker_fn(void* d) {
+    auto* b = static_cast<blocker*>(d);
+    b->runs.fetch_add(1, std::memory_order_relaxed);
+    // release / acquire: the test thread waits for this and we for it.
+    b->started.store(true, std::memory_order_release);
+    while (!b->release.load(std::memory_order_acquire)) std::this_thread::yield();
+    return ASPEN_EINVAL;  // any status: it is the outcome
+}
+
+aspen_status quick_fn(void* d) {
+    static_cast<blocker*>(d)->runs.fetch_add(1, std::memory_order_relaxed);
+    return ASPEN_OK;
+}
+
+void drop_blocker(void* d) { static_cast<blocker*>(d)->drops.fetch_add(1, std::memory_order_relaxed); }
+
+TEST_P(capi, SpawnBlocking) {
+    blocker first, second, third;
+    aspen_join *j1 = nullptr, *j2 = nullptr, *j3 = nullptr;
+    ASSERT_EQ(aspen_spawn_blocking(rt, blocker_fn, &first, drop_blocker, &j1), ASPEN_OK);
+    while (!first.started.load(std::memory_order_acquire)) std::this_thread::yield();
+    ASSERT_EQ(aspen_spawn_blocking(rt, quick_fn, &third, drop_blocker, &j3), ASPEN_OK);
+    EXPECT_EQ(aspen_join_wait(j3), ASPEN_OK);  // pool threads start on demand
+    EXPECT_EQ(third.drops.load(), 1);
+    ASSERT_EQ(aspen_spawn_blocking(rt, quick_fn, &second, drop_blocker, &j2), ASPEN_OK);
+    first.release.store(true, std::memory_order_release);
+    EXPECT_EQ(aspen_join_wait(j1), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_join_wait(j2), ASPEN_OK);
+    EXPECT_EQ(first.runs.load(), 1);
+    EXPECT_EQ(first.drops.load(), 1);
+    EXPECT_EQ(second.drops.load(), 1);
+    for (aspen_join* j : {j1, j2, j3}) aspen_join_free(j);
+}
+
+TEST_P(capi, ShutdownWaitsForBlockingAndDropsQueued) {
+    // One pool thread, held; the queued function is dropped unrun.
+    ASSERT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+    aspen_config cfg;
+    aspen_config_init(&cfg);
+    cfg.current_thread = GetParam() == 0;
+    if (GetParam() > 0) cfg.workers = static_cast<size_t>(GetParam());
+    cfg.max_blocking_threads = 1;
+    ASSERT_EQ(aspen_runtime_new(&cfg, &rt), ASPEN_OK);
+    blocker held, queued;
+    ASSERT_EQ(aspen_spawn_blocking(rt, blocker_fn, &held, drop_blocker, nullptr), ASPEN_OK);
+    while (!held.started.load(std::memory_order_acquire)) std::this_thread::yield();
+    aspen_join* j = nullptr;
+    ASSERT_EQ(aspen_spawn_blocking(rt, quick_fn, &queued, drop_blocker, &j), ASPEN_OK);
+    EXPECT_EQ(aspen_join_abort(j), ASPEN_OK);  // queued: it never runs
+    EXPECT_EQ(aspen_join_wait(j), ASPEN_CANCELLED);
+    EXPECT_EQ(queued.runs.load(), 0);
+    EXPECT_EQ(queued.drops.load(), 1);
+    std::thread releaser([&] { held.release.store(true, std::memory_order_release); });
+    EXPECT_EQ(aspen_runtime_shutdown(rt), ASPEN_OK);
+    releaser.join();
+    EXPECT_EQ(held.drops.load(), 1);
+    aspen_join_free(j);
+}
+
+// Wakes itself and returns pending: a yield, `left` times.
+struct yielder {
+    int left = 0;
+    std::atomic<int> polls{0};
+};
+
+aspen_status yielder_poll(void* d, aspen_context* cx) {
+    auto* y = static_cast<yielder*>(d);
+    y->polls.fetch_add(1, std::memory_order_relaxed);
+    if (y->left-- == 0) return ASPEN_READY;
+    aspen_waker* w = nullptr;
+    if (aspen_status s = aspen_context_waker(cx, &w); s != ASPEN_OK) return s;
+    return aspen_waker_wake(w) == ASPEN_OK ? ASPEN_PENDING : ASPEN_ERROR;
+}
+
+TEST_P(capi, AWakeFromItsOwnPollIsAYield) {
+    yielder a, b;
+    a.left = b.left = 1000;
+    aspen_join* j = nullptr;
+    ASSERT_EQ(aspen_spawn(rt, yielder_poll, &b, nullptr, &j), ASPEN_OK);
+    EXPECT_EQ(aspen_block_on(rt, yielder_poll, &a, nullptr), ASPEN_OK);
+    EXPECT_EQ(aspen_join_wait(j), ASPEN_OK);
+    aspen_join_free(j);
+    EXPECT_EQ(a.polls.load(), 1001);
+    EXPECT_EQ(b.polls.load(), 1001);
+}
+
+TEST_P(capi, SeveralThreadsWaitAtOnce) {
+    // On a current-thread runtime they take turns driving it.
+    constexpr int threads = 4;
+    yielder ys[threads];
+    aspen_join* joins[threads];
+    for (int i = 0; i < threads; ++i) {
+        ys[i].left = 2000;
+        ASSERT_EQ(aspen_spawn(rt, yielder_poll, &ys[i], nullptr, &joins[i]), ASPEN_OK);
+    }
+    std::vector<std::thread> waiters;
+    aspen_status got[threads];
+    for (int i = 0; i < threads; ++i) waiters.emplace_back([&, i] { got[i] = aspen_join_wait(joins[i]); });
+    for (auto& t : waiters) t.join();
+    for (int i = 0; i < threads; ++i) {
+        EXPECT_EQ(got[i], ASPEN_OK);
+        EXPECT_EQ(ys[i].polls.load(), 2001);
+        aspen_join_free(joins[i]);
+    }
+}
+
+// Its drop spawns another task on the runtime (as a language runtime's
+// finaliser might) while that runtime shuts down.
+struct respawner {
+    aspen_runtime* rt = nullptr;
+    probe inner;
+    std::atomic<int> spawn_status{1};
+};
+
+void drop_respawner(void* d) {
+    auto* r = static_cast<respawner*>(d);
+    aspen_status s = aspen_spawn(r->rt, ready_probe, &r->inner, drop_probe, nullptr);
+    r->spawn_status.store(s, std::memory_order_relaxed);  // read after shutdown
+}
+
+TEST_P(capi, ADropThatSpawnsDuringShutdown) {
+    respawner r;
+    r.rt = rt;
+    auto forever = [](void*, aspen_context*) { return ASPEN_PENDING; };
+    ASSERT_EQ(aspen_spawn(rt, forever, &r, drop_respawner, nullptr), ASPEN_OK);
+    ASSERT_EQ(aspen_runtime_shutdown(rt), ASPEN_OK);
+    EXPECT_EQ(r.spawn_status.load(), ASPEN_SHUT_DOWN);
+    EXPECT_EQ(r.inner.drops.load(), 1);  // the refused task's
+}
+
+// Reads `want` bytes from a pipe through aspen_fd_poll.
+struct pipe_reader {
+    aspen_fd* fd = nullptr;
+    char buf[64] = {};
+    size_t got = 0;
+    size_t want = 0;
+    int pendings = 0;
+};
+
+long long read_some(void* arg, int fd) {
+    auto* r = static_cast<pipe_reader*>(arg);
+    return ::read(fd, r->buf + r->got, r->want - r->got);
+}
+
+aspen_status pipe_reader_poll(void* d, aspen_context* cx) {
+    auto* r = static_cast<pipe_reader*>(d);
+    while (r->got < r->want) {
+        long long n = 0;
+        aspen_status s = aspen_fd_poll(r->fd, ASPEN_FD_READ, read_some, r, &n, cx);
+        if (s == ASPEN_PENDING) ++r->pendings;
+        if (s != ASPEN_READY) return s;
+        if (n == 0) return ASPEN_ERROR;  // end of file too early
+        r->got += static_cast<size_t>(n);
+    }
+    return ASPEN_READY;
+}
+
+TEST_P(capi, FdReadinessFromAPipe) {
+    int p[2];
+    ASSERT_EQ(::pipe(p), 0);
+    pipe_reader r;
+    r.want = 10;
+    ASSERT_EQ(aspen_fd_adopt(p[0], &r.fd), ASPEN_OK) << aspen_last_error();
+    EXPECT_EQ(aspen_fd_native(r.fd), p[0]);
+    aspen_join* j = nullptr;
+    ASSERT_EQ(aspen_spawn(rt, pipe_reader_poll, &r, nullptr, &j), ASPEN_OK);
+    std::thread writer([&] {
+        for (const char* part : {"hello", " world"}) {
+            // Written one after the other: the reader waits in between.
+            ASSERT_GT(::write(p[1], part, std::strlen(part)), 0);
+            std::this_thread::yield();
+        }
+    });
+    EXPECT_EQ(aspen_join_wait(j), ASPEN_OK) << aspen_last_error();
+    writer.join();
+    aspen_join_free(j);
+    EXPECT_EQ(std::string(r.buf, r.got), "hello worl");
+    aspen_fd_free(r.fd);  // closes p[0]
+    ::close(p[1]);
+}
+
+long long failing_call(void*, int) {
+    errno = EBADMSG;
+    return -1;
+}
+
+struct fd_failer {
+    aspen_fd* fd = nullptr;
+    long long result = 0;
+    aspen_status status = ASPEN_OK;
+};
+
+aspen_status fd_failer_poll(void* d, aspen_context* cx) {
+    auto* f = static_cast<fd_failer*>(d);
+    f->status = aspen_fd_poll(f->fd, ASPEN_FD_WRITE, failing_call, nullptr, &f->result, cx);
+    return f->status == ASPEN_PENDING ? ASPEN_PENDING : ASPEN_READY;
+}
+
+TEST_P(capi, FdErrorsCarryTheErrno) {
+    int p[2];
+    ASSERT_EQ(::pipe(p), 0);
+    fd_failer f;
+    ASSERT_EQ(aspen_fd_adopt(p[1], &f.fd), ASPEN_OK);
+    EXPECT_EQ(aspen_block_on(rt, fd_failer_poll, &f, nullptr), ASPEN_OK);
+    EXPECT_EQ(f.status, ASPEN_ERROR);
+    EXPECT_EQ(f.result, -EBADMSG);
+    aspen_fd_free(f.fd);
+    ::close(p[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, capi, kinds, kind_name);
+
+TEST(capi_config, DefaultsMatchTheCppConfig) {
+    aspen_config cfg;
+    ASSERT_EQ(aspen_config_init(&cfg), ASPEN_OK);
+    EXPECT_EQ(cfg.size, sizeof(aspen_config));
+    EXPECT_EQ(cfg.current_thread, 0);
+    EXPECT_GE(cfg.workers, 1u);
+    EXPECT_EQ(cfg.local_queue_capacity, 256u);
+    EXPECT_EQ(cfg.global_queue_interval, 61u);
+    EXPECT_EQ(cfg.coop_budget, 128u);
+    EXPECT_EQ(cfg.thread_name, nullptr);
+    aspen_runtime* rt = nullptr;
+    ASSERT_EQ(aspen_runtime_new(nullptr, &rt), ASPEN_OK);  // NULL config: defaults
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+}
+
+void expect_invalid(void (*edit)(aspen_config&), const char* field) {
+    aspen_config cfg;
+    aspen_config_init(&cfg);
+    edit(cfg);
+    aspen_runtime* rt = reinterpret_cast<aspen_runtime*>(&cfg);  // overwritten with NULL
+    EXPECT_EQ(aspen_runtime_new(&cfg, &rt), ASPEN_EINVAL) << field;
+    EXPECT_EQ(rt, nullptr);
+    EXPECT_NE(std::strstr(aspen_last_error(), field), nullptr) << aspen_last_error();
+}
+
+TEST(capi_config, InvalidValuesNameTheField) {
+    expect_invalid([](aspen_config& c) { c.workers = 0; }, "workers");
+    expect_invalid([](aspen_config& c) { c.local_queue_capacity = 3; }, "local_queue_capacity");
+    expect_invalid([](aspen_config& c) { c.global_queue_interval = 0; }, "global_queue_interval");
+    expect_invalid([](aspen_config& c) { c.coop_budget = 0; }, "coop_budget");
+    expect_invalid([](aspen_config& c) { c.size = 4; }, "size");
+    expect_invalid(
+        [](aspen_config& c) {
+            c.current_thread = 1;
+            c.coop_budget = 0;
+        },
+        "coop_budget");
+}
+
+TEST(capi_config, SizeAllowsOlderAndNewerCallers) {
+    // An older caller's shorter struct: the missing fields take defaults.
+    aspen_config cfg;
+    aspen_config_init(&cfg);
+    cfg.size = offsetof(aspen_config, workers);
+    cfg.workers = 0;  // beyond size: ignored
+    aspen_runtime* rt = nullptr;
+    ASSERT_EQ(aspen_runtime_new(&cfg, &rt), ASPEN_OK) << aspen_last_error();
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+    // A newer caller's longer struct: unknown fields must be zero.
+    struct newer {
+        aspen_config base;
+        uint64_t extra;
+    } n{};
+    aspen_config_init(&n.base);
+    n.base.size = sizeof n;
+    n.base.workers = 1;
+    ASSERT_EQ(aspen_runtime_new(&n.base, &rt), ASPEN_OK) << aspen_last_error();
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+    n.extra = 1;
+    EXPECT_EQ(aspen_runtime_new(&n.base, &rt), ASPEN_EINVAL);
+    EXPECT_NE(std::strstr(aspen_last_error(), "does not know"), nullptr) << aspen_last_error();
+}
+
+struct hooks {
+    std::atomic<int> started{0};
+    std::atomic<int> stopped{0};
+};
+
+TEST(capi_config, ThreadHooksAndName) {
+    hooks h;
+    aspen_config cfg;
+    aspen_config_init(&cfg);
+    cfg.workers = 3;
+    cfg.thread_name = "lang-vm";
+    cfg.hook_data = &h;
+    // relaxed: read after the runtime joined its threads.
+    cfg.on_thread_start = [](void* d, size_t) { static_cast<hooks*>(d)->started.fetch_add(1, std::memory_order_relaxed); };
+    cfg.on_thread_stop = [](void* d, size_t) { static_cast<hooks*>(d)->stopped.fetch_add(1, std::memory_order_relaxed); };
+    aspen_runtime* rt = nullptr;
+    ASSERT_EQ(aspen_runtime_new(&cfg, &rt), ASPEN_OK);
+    probe p;
+    EXPECT_EQ(aspen_block_on(rt, ready_probe, &p, nullptr), ASPEN_OK);
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+    EXPECT_EQ(h.started.load(), 3);
+    EXPECT_EQ(h.stopped.load(), 3);
+}
+
+TEST(capi_misuse, NullArgumentsAreEinval) {
+    aspen_runtime* rt = make_runtime(1);
+    probe p;
+    aspen_join* j = nullptr;
+    aspen_waker* w = nullptr;
+    aspen_timer* t = nullptr;
+    EXPECT_EQ(aspen_config_init(nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_runtime_new(nullptr, nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_runtime_shutdown(nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_runtime_free(nullptr), ASPEN_OK);  // as free(NULL)
+    EXPECT_EQ(aspen_spawn(nullptr, ready_probe, &p, drop_probe, &j), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_spawn(rt, nullptr, &p, drop_probe, &j), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_block_on(nullptr, ready_probe, &p, drop_probe), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_block_on(rt, nullptr, &p, drop_probe), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_spawn_blocking(nullptr, quick_fn, &p, drop_probe, &j), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_spawn_blocking(rt, nullptr, &p, drop_probe, &j), ASPEN_EINVAL);
+    EXPECT_EQ(p.polls.load(), 0);
+    EXPECT_EQ(p.drops.load(), 6);  // ownership of data passed in every case
+    EXPECT_EQ(j, nullptr);
+    EXPECT_NE(std::strstr(aspen_last_error(), "NULL"), nullptr) << aspen_last_error();
+    EXPECT_EQ(aspen_join_wait(nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_join_poll(nullptr, nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_join_abort(nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_join_is_finished(nullptr), -1);
+    EXPECT_EQ(aspen_context_runtime(nullptr), nullptr);
+    EXPECT_EQ(aspen_context_waker(nullptr, &w), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_context_waker(nullptr, nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_waker_clone(nullptr, &w), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_waker_wake(nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_waker_wake_by_ref(nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_timer_new(1, nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_timer_poll(nullptr, nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_timer_reset(nullptr, 1), ASPEN_EINVAL);
+    ASSERT_EQ(aspen_timer_new(1, &t), ASPEN_OK);
+    EXPECT_EQ(aspen_timer_poll(t, nullptr), ASPEN_EINVAL);
+    aspen_timer_free(t);  // never armed
+    aspen_join_free(nullptr);
+    aspen_waker_free(nullptr);
+    aspen_timer_free(nullptr);
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+}
+
+TEST(capi_misuse, FdArguments) {
+    std::FILE* file = std::tmpfile();
+    ASSERT_NE(file, nullptr);
+    aspen_fd* fd = nullptr;
+    EXPECT_EQ(aspen_fd_adopt(fileno(file), &fd), ASPEN_EINVAL);  // epoll cannot watch a regular file
+    EXPECT_EQ(fd, nullptr);
+    std::fclose(file);
+    EXPECT_EQ(aspen_fd_adopt(-1, &fd), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_fd_adopt(0, nullptr), ASPEN_EINVAL);
+    long long n = 0;
+    EXPECT_EQ(aspen_fd_poll(nullptr, ASPEN_FD_READ, read_some, nullptr, &n, nullptr), ASPEN_EINVAL);
+    int p[2];
+    ASSERT_EQ(::pipe(p), 0);
+    ASSERT_EQ(aspen_fd_adopt(p[0], &fd), ASPEN_OK);
+    EXPECT_EQ(aspen_fd_poll(fd, ASPEN_FD_READ, read_some, nullptr, &n, nullptr), ASPEN_EINVAL);  // no cx
+    EXPECT_EQ(aspen_fd_native(nullptr), -1);
+    aspen_fd_free(fd);
+    aspen_fd_free(nullptr);
+    ::close(p[1]);
+}
+
+TEST(capi_misuse, StatusNames) {
+    EXPECT_STREQ(aspen_status_name(ASPEN_OK), "ASPEN_OK");
+    EXPECT_STREQ(aspen_status_name(ASPEN_PENDING), "ASPEN_PENDING");
+    EXPECT_STREQ(aspen_status_name(ASPEN_SHUT_DOWN), "ASPEN_SHUT_DOWN");
+    EXPECT_STREQ(aspen_status_name(static_cast<aspen_status>(42)), "(unknown aspen_status)");
+}
+
+TEST(capi_misuse, ConcurrentWaitersOnOneJoin) {
+    // Two threads wait on one join: one gets the outcome, the other
+    // ASPEN_MISUSE (at once, or after the first took it).
+    aspen_runtime* rt = make_runtime(2);
+    for (int round = 0; round < 200; ++round) {
+        probe p;
+        aspen_join* j = nullptr;
+        ASSERT_EQ(aspen_spawn(rt, ready_probe, &p, drop_probe, &j), ASPEN_OK);
+        aspen_status a = ASPEN_ERROR, b = ASPEN_ERROR;
+        std::thread other([&] { a = aspen_join_wait(j); });
+        b = aspen_join_wait(j);
+        other.join();
+        EXPECT_TRUE((a == ASPEN_OK && b == ASPEN_MISUSE) || (a == ASPEN_MISUSE && b == ASPEN_OK))
+            << aspen_status_name(a) << " " << aspen_status_name(b);
+        aspen_join_free(j);
+    }
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+}
+
+}  // namespace
