@@ -362,6 +362,115 @@ aspen::task<bool> concurrent_reductions(int loops) {
 
 TEST_P(Parallel, ManyCallsAtOnce) { EXPECT_TRUE(run_on(kind(), concurrent_reductions(32), "concurrent reductions")); }
 
+// ---- async bodies -------------------------------------------------------------------
+
+aspen::task<bool> nested_loops(int rows, int cols) {
+    std::vector<std::atomic<int>> hits(static_cast<std::size_t>(rows * cols));
+    co_await aspen::parallel_for(0, rows, [&](int r) -> aspen::task<void> {
+        co_await aspen::yield_now();
+        co_await aspen::parallel_for(0, cols, [&, r](int c) {
+            // relaxed: read after the outer await, which orders it.
+            hits[static_cast<std::size_t>(r * cols + c)].fetch_add(1, std::memory_order_relaxed);
+        });
+    });
+    co_return std::all_of(hits.begin(), hits.end(), [](const std::atomic<int>& h) { return h.load() == 1; });
+}
+
+TEST_P(Parallel, AsyncBodiesNestParallelLoops) {
+    EXPECT_TRUE(run_on(kind(), nested_loops(64, 100), "nested loops"));
+}
+
+// Every chunk waits until all have arrived: this ends on one worker only
+// if a waiting chunk gives its worker back (a plain body would hang).
+aspen::task<int> chunks_meet(int n) {
+    aspen::latch all(static_cast<std::size_t>(n));
+    std::atomic<int> met{0};
+    co_await aspen::parallel_for(
+        0, n,
+        [&](int) -> aspen::task<void> {
+            all.count_down();
+            co_await all.wait();
+            // relaxed: read after the await.
+            met.fetch_add(1, std::memory_order_relaxed);
+        },
+        1);
+    co_return met.load(std::memory_order_relaxed);
+}
+
+TEST_P(Parallel, AWaitingAsyncChunkGivesItsWorkerBack) {
+    EXPECT_EQ(run_on(kind(), chunks_meet(40), "chunks meeting"), 40);
+}
+
+aspen::task<int> invoke_mixed() {
+    std::atomic<int> mask{0};
+    // relaxed: the await orders these before the load below.
+    co_await aspen::parallel_invoke([&] { mask.fetch_or(1, std::memory_order_relaxed); },
+                                    [&]() -> aspen::task<void> {
+                                        co_await aspen::yield_now();
+                                        mask.fetch_or(2, std::memory_order_relaxed);
+                                    },
+                                    [&]() -> aspen::task<void> {
+                                        mask.fetch_or(4, std::memory_order_relaxed);
+                                        co_return;
+                                    });
+    co_return mask.load(std::memory_order_relaxed);
+}
+
+TEST_P(Parallel, InvokeAwaitsTheFunctionsThatReturnTasks) {
+    EXPECT_EQ(run_on(kind(), invoke_mixed(), "mixed invoke"), 7);
+}
+
+aspen::task<bool> async_body_throws() {
+    std::vector<int> v(50, 0);
+    try {
+        co_await aspen::parallel_for_each(
+            v.begin(), v.end(),
+            [](int& x) -> aspen::task<void> {
+                co_await aspen::yield_now();
+                x = 1;
+                throw chunk_failed("async");
+            },
+            1);
+    } catch (const chunk_failed& e) {
+        co_return std::string(e.what()) == "async";
+    }
+    co_return false;
+}
+
+TEST_P(Parallel, AnAsyncBodysExceptionIsRethrown) {
+    EXPECT_TRUE(run_on(kind(), async_body_throws(), "async throw"));
+}
+
+// Chunks wait on an event nobody sets; the caller is aborted. The pieces
+// still waiting are destroyed at shutdown, and with them the block: every
+// copy of the body (holding a token) is gone afterwards.
+aspen::task<void> stuck_loop(aspen::event* never, std::atomic<int>* waiting, std::atomic<int>* alive) {
+    auto token = std::make_shared<aspen_test::alive_token>(alive);
+    // Named: g++ 12 destroys a lambda written inside the co_await twice
+    // (README, "Compiler caveats").
+    auto body = [never, waiting, token](int) -> aspen::task<void> {
+        // acq_rel: a count the test thread waits on.
+        waiting->fetch_add(1, std::memory_order_acq_rel);
+        co_await never->wait();
+    };
+    co_await aspen::parallel_for(0, 16, std::move(body), 1);
+}
+
+TEST(ParallelAbort, AbortedCallerOfWaitingAsyncChunksLeavesNothingBehind) {
+    for (std::size_t w : {1, 2, 8}) {
+        aspen::event never;
+        std::atomic<int> waiting{0}, alive{0};
+        {
+            aspen::runtime rt(aspen_test::workers(w));
+            auto h = rt.spawn(stuck_loop(&never, &waiting, &alive));
+            wait_for(waiting, 16);  // every chunk waits: the pieces are idle tasks
+            aspen_test::within(std::chrono::seconds(60), "abort", [&] { rt.block_on(aspen_test::abort_and_join(h)); });
+        }
+        fprintf(stderr, "alive=%d waiting=%d\n", alive.load(), waiting.load());
+        EXPECT_EQ(alive.load(), 0) << w;  // the block (and the body in it) was freed
+    }
+}
+
 // ---- sort ------------------------------------------------------------------------
 
 template <class T, class Comp = std::less<>>

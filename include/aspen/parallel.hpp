@@ -11,6 +11,13 @@
 //
 // From ordinary code: rt.block_on(aspen::parallel_for(...)).
 //
+// With g++ 12, a body whose captures own something (a shared_ptr, a
+// vector moved in) must be named before the co_await line
+// (`auto body = [v = std::move(v)](int i) {...}; co_await
+// aspen::parallel_for(0, n, std::move(body));`): g++ 12 destroys such a
+// lambda twice when it is written inside the co_await (README, "Compiler
+// caveats"). Bodies capturing by reference are not affected.
+//
 // Chunks. An index range of n is cut into chunks of consecutive indices,
 // fixed before anything runs: with a `grain` of g, ceil(n / g) chunks of at
 // most g indices each (sizes differ by at most one); with grain 0 (the
@@ -27,12 +34,25 @@
 //
 // Errors. The first exception a body (or sort's comparator) throws is
 // rethrown by the await once every chunk already running has ended; chunks
-// not started by then are skipped. Bodies are plain functions called on
-// several threads at once (each index once); they cannot co_await.
+// not started by then are skipped. Bodies are called on several threads at
+// once (each index once), through one copy of the function object.
+//
+// Async bodies. A body of parallel_for, parallel_for_chunks,
+// parallel_for_each or parallel_invoke may return an aspen::task, which the
+// chunk awaits before its next index: the body can then co_await anything,
+// a nested parallel call included:
+//
+//   co_await aspen::parallel_for(0, rows, [&](int r) -> aspen::task<void> {
+//       co_await aspen::parallel_for(0, cols, [&](int c) { cell(r, c); });
+//   });
+//
+// A chunk that waits keeps its worker free for other tasks meanwhile.
 //
 // Cancellation. If the awaiting task is aborted (or destroyed by shutdown),
-// chunks not started are skipped, but a chunk already running finishes: a
-// body cannot be interrupted. Data a body uses must outlive it, as with
+// chunks not started are skipped, but a chunk already running goes on (a
+// plain body cannot be interrupted; an async body on another worker runs
+// until it ends or the runtime shuts down; only the caller's own chunk
+// stops with it). Data a body uses must outlive it, as with
 // task_group::scope.
 #pragma once
 
@@ -93,23 +113,43 @@ I index_at(I first, std::size_t offset) noexcept {
     return static_cast<I>(static_cast<index_unsigned<I>>(first) + static_cast<index_unsigned<I>>(offset));
 }
 
-// A block whose pieces each run one chunk, by number: body(k).
+// True for aspen::task<T>: a body returning one is awaited (an async body).
+template <class R>
+inline constexpr bool is_task_v = false;
+template <class T>
+inline constexpr bool is_task_v<task<T>> = true;
+
+template <class F, class... A>
+inline constexpr bool returns_task_v = is_task_v<std::invoke_result_t<F&, A...>>;
+
+// A block whose pieces each run one chunk, by number: body(k), a plain call
+// or, when it returns a task, awaited by the piece (run_piece picks run or
+// run_async by what the job has).
 template <class Body>
 class chunk_job final : public fork_block {
 public:
+    static constexpr bool async = returns_task_v<Body, std::size_t>;
+    using range = std::pair<std::size_t, std::size_t>;
+
     explicit chunk_job(Body body) : body_(std::move(body)) {}
 
     // Chunks [lo, hi): spawns the upper halves, runs chunk lo.
-    void run(std::pair<std::size_t, std::size_t> range) noexcept {
-        auto [lo, hi] = range;
+    void run(range r) noexcept
+        requires(!async)
+    {
         try {
-            while (hi - lo > 1 && !stopping()) {
-                const std::size_t mid = lo + (hi - lo) / 2;
-                spawn_piece(*this, std::pair{mid, hi});
-                hi = mid;
-            }
-            publish_local_spawns();
-            if (!stopping()) body_(lo);
+            if (std::optional<std::size_t> k = split(r)) body_(*k);
+        } catch (...) {
+            fail(std::current_exception());
+        }
+    }
+
+    task<void> run_async(range r)
+        requires async
+    {
+        try {
+            const std::optional<std::size_t> k = split(r);
+            if (k) co_await body_(*k);
         } catch (...) {
             fail(std::current_exception());
         }
@@ -118,6 +158,20 @@ public:
     Body& body() noexcept { return body_; }
 
 private:
+    // Spawns the upper halves of [lo, hi), made stealable at once; gives the
+    // one chunk left to run here, unless the block is stopping.
+    std::optional<std::size_t> split(range r) {
+        auto [lo, hi] = r;
+        while (hi - lo > 1 && !stopping()) {
+            const std::size_t mid = lo + (hi - lo) / 2;
+            spawn_piece(*this, range{mid, hi});
+            hi = mid;
+        }
+        publish_local_spawns();
+        if (stopping()) return std::nullopt;
+        return lo;
+    }
+
     Body body_;
 };
 
@@ -127,15 +181,40 @@ private:
 // abort of the caller never touches freed memory.
 template <class Body>
 task<Body> run_chunks(std::size_t chunks, Body body) {
-    if (chunks <= 1) {
-        if (chunks == 1) body(0);  // nothing to share: no block, no spawn
+    using job_type = chunk_job<Body>;
+    if (chunks <= 1) {  // nothing to share: no block, no spawn
+        if constexpr (job_type::async) {
+            if (chunks == 1) co_await body(0);
+        } else {
+            if (chunks == 1) body(0);
+        }
         co_return std::move(body);
     }
-    auto* job = new chunk_job<Body>(std::move(body));
+    auto* job = new job_type(std::move(body));
     root_guard guard(job);
-    job->run({0, chunks});
+    if constexpr (job_type::async)
+        co_await job->run_async({0, chunks});
+    else
+        job->run({0, chunks});
     co_await guard.wait();
     co_return std::move(job->body());  // every piece has ended: ours alone
+}
+
+// Awaits f(i) for i in [lo, hi), one after another; f lives in the block.
+template <class F, class I>
+task<void> await_each(F& f, I lo, I hi) {
+    for (I i = lo; i != hi; ++i) co_await f(i);
+}
+
+// Calls f(args...) and, when it returns a task, awaits it: lets one
+// coroutine serve plain and async bodies.
+template <class F, class... A>
+task<void> call_or_await(F& f, A... args) {
+    if constexpr (returns_task_v<F, A...>)
+        co_await f(args...);
+    else
+        f(args...);
+    co_return;  // a coroutine whichever branch is kept
 }
 
 // parallel_reduce's body: one result slot per chunk.
@@ -221,7 +300,8 @@ private:
 }  // namespace detail::par
 
 // Calls f(lo, hi) once per chunk: [lo, hi) are consecutive indices of
-// [first, last), every index in exactly one call (see "Chunks").
+// [first, last), every index in exactly one call (see "Chunks"). f may
+// return a task, which is awaited ("Async bodies").
 template <std::integral I, class F>
     requires std::invocable<F&, I, I>
 task<void> parallel_for_chunks(I first, I last, F f, std::size_t grain = 0) {
@@ -229,34 +309,38 @@ task<void> parallel_for_chunks(I first, I last, F f, std::size_t grain = 0) {
     const std::size_t chunks = detail::par::chunk_count(n, grain);
     if (chunks == 0) co_return;
     const detail::par::chunking cut(n, chunks);
-    co_await detail::par::run_chunks(chunks, [first, cut, f = std::move(f)](std::size_t k) mutable {
-        f(detail::par::index_at(first, cut.begin(k)), detail::par::index_at(first, cut.begin(k + 1)));
-    });
+    // Named, not a temporary in the co_await (README, "Compiler caveats").
+    auto body = [first, cut, f = std::move(f)](std::size_t k) mutable {
+        return f(detail::par::index_at(first, cut.begin(k)), detail::par::index_at(first, cut.begin(k + 1)));
+    };
+    co_await detail::par::run_chunks(chunks, std::move(body));
 }
 
-// Calls f(i) for every i in [first, last), in parallel.
+// Calls f(i) for every i in [first, last), in parallel. f may return a
+// task, which is awaited ("Async bodies").
 template <std::integral I, class F>
     requires std::invocable<F&, I>
 task<void> parallel_for(I first, I last, F f, std::size_t grain = 0) {
-    co_await parallel_for_chunks(
-        first, last,
-        [f = std::move(f)](I lo, I hi) mutable {
+    if constexpr (detail::par::returns_task_v<F, I>) {
+        // The chunk's task refers to f where the block keeps it.
+        auto chunk = [f = std::move(f)](I lo, I hi) mutable { return detail::par::await_each(f, lo, hi); };
+        co_await parallel_for_chunks(first, last, std::move(chunk), grain);
+    } else {
+        auto chunk = [f = std::move(f)](I lo, I hi) mutable {
             for (I i = lo; i != hi; ++i) f(i);
-        },
-        grain);
+        };
+        co_await parallel_for_chunks(first, last, std::move(chunk), grain);
+    }
 }
 
-// Calls f(*it) for every it in [first, last), in parallel.
+// Calls f(*it) for every it in [first, last), in parallel. f may return a
+// task, which is awaited ("Async bodies").
 template <std::random_access_iterator It, class F>
     requires std::invocable<F&, std::iter_reference_t<It>>
 task<void> parallel_for_each(It first, It last, F f, std::size_t grain = 0) {
     using diff = std::iter_difference_t<It>;
-    co_await parallel_for_chunks(
-        diff{0}, last - first,
-        [first, f = std::move(f)](diff lo, diff hi) mutable {
-            for (diff i = lo; i != hi; ++i) f(first[i]);
-        },
-        grain);
+    auto each = [first, f = std::move(f)](diff i) mutable { return f(first[i]); };
+    co_await parallel_for(diff{0}, last - first, std::move(each), grain);
 }
 
 // Folds chunk(lo, hi) -> T over the chunks of [first, last) with combine,
@@ -283,26 +367,49 @@ template <std::random_access_iterator It, class T, class Reduce, class Transform
 task<T> parallel_transform_reduce(It first, It last, T init, Reduce reduce, Transform transform,
                                   std::size_t grain = 0) {
     using diff = std::iter_difference_t<It>;
-    co_return co_await parallel_reduce(
-        diff{0}, last - first, std::move(init),
-        [first, reduce, transform](diff lo, diff hi) {
-            T acc = transform(first[lo]);
-            for (diff i = lo + 1; i < hi; ++i) acc = reduce(std::move(acc), transform(first[i]));
-            return acc;
-        },
-        reduce, grain);
+    auto chunk = [first, reduce, transform](diff lo, diff hi) {
+        T acc = transform(first[lo]);
+        for (diff i = lo + 1; i < hi; ++i) acc = reduce(std::move(acc), transform(first[i]));
+        return acc;
+    };
+    co_return co_await parallel_reduce(diff{0}, last - first, std::move(init), std::move(chunk), std::move(reduce),
+                                       grain);
 }
 
-// Runs every f() in parallel (the last on the calling task); returns when
-// all have returned.
+namespace detail::par {
+
+// parallel_invoke's async body: awaits fns' k-th function (a plain one is
+// called).
+template <std::size_t J, class Fns>
+task<void> invoke_nth(Fns& fns, std::size_t k) {
+    if (k == J) {
+        co_await call_or_await(std::get<J>(fns));
+    } else if constexpr (J + 1 < std::tuple_size_v<Fns>) {
+        co_await invoke_nth<J + 1>(fns, k);
+    }
+}
+
+}  // namespace detail::par
+
+// Runs every f() in parallel (the first on the calling task); returns when
+// all have returned. An f may return a task, which is awaited.
 template <class... F>
     requires(std::invocable<F&> && ...)
 task<void> parallel_invoke(F... fs) {
-    co_await detail::par::run_chunks(sizeof...(F), [fns = std::tuple<F...>(std::move(fs)...)](std::size_t k) mutable {
-        [&]<std::size_t... J>(std::index_sequence<J...>) {
-            ((k == J ? (void)std::get<J>(fns)() : void()), ...);
-        }(std::index_sequence_for<F...>{});
-    });
+    using fns_type = std::tuple<F...>;
+    if constexpr ((detail::par::returns_task_v<F> || ...)) {
+        auto body = [fns = fns_type(std::move(fs)...)](std::size_t k) mutable {
+            return detail::par::invoke_nth<0>(fns, k);
+        };
+        co_await detail::par::run_chunks(sizeof...(F), std::move(body));
+    } else {
+        auto body = [fns = fns_type(std::move(fs)...)](std::size_t k) mutable {
+            [&]<std::size_t... J>(std::index_sequence<J...>) {
+                ((k == J ? (void)std::get<J>(fns)() : void()), ...);
+            }(std::index_sequence_for<F...>{});
+        };
+        co_await detail::par::run_chunks(sizeof...(F), std::move(body));
+    }
 }
 
 // Sorts [first, last) by comp, in parallel (not stable; as std::sort).

@@ -127,10 +127,15 @@ private:
     fork_block* b_;
 };
 
+// A piece's task: the job's run, or its run_async for work that awaits
+// (each catches what its work throws).
 template <class Job, class Arg>
 task<void> run_piece(piece_ref ref, Arg arg) {
-    static_cast<Job*>(ref.get())->run(arg);  // run catches what its work throws
-    co_return;
+    Job* job = static_cast<Job*>(ref.get());
+    if constexpr (requires { job->run_async(arg); })
+        co_await job->run_async(std::move(arg));
+    else
+        job->run(std::move(arg));
 }
 
 // Starts a piece of `job` on `arg` as a detached task. Called by a unit
