@@ -162,12 +162,13 @@ private:
     // one chunk left to run here, unless the block is stopping.
     std::optional<std::size_t> split(range r) {
         auto [lo, hi] = r;
+        const bool spawns = hi - lo > 1;
         while (hi - lo > 1 && !stopping()) {
             const std::size_t mid = lo + (hi - lo) / 2;
             spawn_piece(*this, range{mid, hi});
             hi = mid;
         }
-        publish_local_spawns();
+        if (spawns) publish_local_spawns();
         if (stopping()) return std::nullopt;
         return lo;
     }

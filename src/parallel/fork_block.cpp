@@ -43,9 +43,9 @@ void fork_block::drop_ref() noexcept {
 }
 
 void fork_block::fail(std::exception_ptr e) noexcept {
-    // acq_rel: elects one writer of error_ (whose write invariant 5 then
-    // publishes); acquire is not needed for that but costs nothing on x86.
-    if (!failed_.exchange(true, std::memory_order_acq_rel)) error_ = std::move(e);
+    // relaxed: the exchange alone elects one writer of error_; invariant 5
+    // publishes the write, and a loser never reads it.
+    if (!failed_.exchange(true, std::memory_order_relaxed)) error_ = std::move(e);
     request_stop();
 }
 

@@ -184,7 +184,6 @@ private:
     void stage(worker& w, task_header* t);
     void push_yielded(worker& w, task_header* t);
     void publish_staged(worker& w, std::uint32_t n);
-
     bool futex_will_do() const noexcept;
     void push_local_batch(worker& w, task_header* const* ts, std::uint32_t n);
     task_header* take_ring_top(worker& w, task_header* want) noexcept;
