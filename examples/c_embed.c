@@ -167,6 +167,7 @@ static aspen_status supervisor_poll(void* data, aspen_context* cx) {
 int main(void) {
     aspen_config cfg;
     aspen_runtime* rt = NULL;
+    aspen_metrics metrics;
     struct supervisor* sup = calloc(1, sizeof *sup);
     struct process* procs = calloc(PROCESSES, sizeof *procs);
     uint64_t start, elapsed_us;
@@ -193,6 +194,11 @@ int main(void) {
         fprintf(stderr, "c_embed: %s: %s\n", aspen_status_name(st), aspen_last_error());
         return 1;
     }
+    metrics.size = sizeof metrics;
+    if (aspen_runtime_metrics(rt, &metrics) != ASPEN_OK) {
+        fprintf(stderr, "c_embed: %s\n", aspen_last_error());
+        return 1;
+    }
     aspen_runtime_free(rt);
 
     printf("%d green processes on %zu workers passed a token %ld times round the ring (%d laps)\n", PROCESSES,
@@ -201,6 +207,9 @@ int main(void) {
            atomic_load_explicit(&dropped, memory_order_relaxed));
     printf("a ticker process slept on a 1 ms timer %d times meanwhile; %llu us in all\n", sup->ticker.ticks,
            (unsigned long long)elapsed_us);
+    printf("the runtime's metrics: %llu polls, %llu steals taking %llu tasks, %llu parks\n",
+           (unsigned long long)metrics.polls, (unsigned long long)metrics.steal_operations,
+           (unsigned long long)metrics.tasks_stolen, (unsigned long long)metrics.parks);
     st = atomic_load_explicit(&hops, memory_order_relaxed) == (long)PROCESSES * LAPS &&
                  atomic_load_explicit(&dropped, memory_order_relaxed) == PROCESSES
              ? ASPEN_OK

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <unistd.h>
 
@@ -738,7 +739,60 @@ TEST_P(capi, FdErrorsCarryTheErrno) {
     ::close(p[0]);
 }
 
+TEST_P(capi, MetricsCountTheTasks) {
+    constexpr int n = 100;
+    std::vector<probe> probes(n);
+    std::vector<aspen_join*> joins(n, nullptr);
+    for (int i = 0; i < n; ++i) ASSERT_EQ(aspen_spawn(rt, ready_probe, &probes[i], drop_probe, &joins[i]), ASPEN_OK);
+    for (aspen_join* j : joins) {
+        EXPECT_EQ(aspen_join_wait(j), ASPEN_OK);
+        aspen_join_free(j);
+    }
+    aspen_metrics total;
+    total.size = sizeof total;
+    ASSERT_EQ(aspen_runtime_metrics(rt, &total), ASPEN_OK) << aspen_last_error();
+    EXPECT_EQ(total.size, sizeof total);
+    EXPECT_EQ(total.workers, GetParam() == 0 ? 1u : static_cast<size_t>(GetParam()));
+    EXPECT_GE(total.tasks_spawned + total.remote_spawns, static_cast<uint64_t>(n));
+    EXPECT_GE(total.polls, static_cast<uint64_t>(n));
+    // Every task has ended and nothing runs: the workers' counters add up
+    // to the totals.
+    uint64_t polls = 0;
+    for (size_t w = 0; w < total.workers; ++w) {
+        aspen_metrics one;
+        one.size = sizeof one;
+        ASSERT_EQ(aspen_runtime_worker_metrics(rt, w, &one), ASPEN_OK) << aspen_last_error();
+        polls += one.polls;
+    }
+    EXPECT_EQ(polls, total.polls);
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, capi, kinds, kind_name);
+
+TEST(capi_misuse, MetricsArguments) {
+    aspen_runtime* rt = make_runtime(2);
+    aspen_metrics m;
+    m.size = sizeof m;
+    EXPECT_EQ(aspen_runtime_metrics(nullptr, &m), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_runtime_metrics(rt, nullptr), ASPEN_EINVAL);
+    m.size = 3;  // not even `workers`
+    EXPECT_EQ(aspen_runtime_metrics(rt, &m), ASPEN_EINVAL);
+    EXPECT_NE(std::string(aspen_last_error()).find("size"), std::string::npos) << aspen_last_error();
+    m.size = sizeof m;
+    EXPECT_EQ(aspen_runtime_worker_metrics(rt, 2, &m), ASPEN_EINVAL);
+    EXPECT_NE(std::string(aspen_last_error()).find("out of range"), std::string::npos) << aspen_last_error();
+    // A caller built against an older, shorter struct: only its bytes are written.
+    unsigned char buf[sizeof(aspen_metrics) + 16];
+    std::memset(buf, 0xAB, sizeof buf);
+    aspen_metrics* old = reinterpret_cast<aspen_metrics*>(buf);
+    const size_t old_size = offsetof(aspen_metrics, tasks_spawned);
+    old->size = old_size;
+    ASSERT_EQ(aspen_runtime_metrics(rt, old), ASPEN_OK) << aspen_last_error();
+    EXPECT_EQ(old->size, old_size);
+    EXPECT_EQ(old->workers, 2u);
+    for (size_t i = old_size; i < sizeof buf; ++i) ASSERT_EQ(buf[i], 0xAB) << "byte " << i << " written";
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+}
 
 TEST(capi_config, DefaultsMatchTheCppConfig) {
     aspen_config cfg;

@@ -108,6 +108,43 @@ aspen_status aspen_runtime_shutdown(aspen_runtime* rt);
  * rt. On ASPEN_MISUSE nothing is freed. NULL: ASPEN_OK. */
 aspen_status aspen_runtime_free(aspen_runtime* rt);
 
+/* ---- metrics -------------------------------------------------------------- */
+
+/* Counters of a running runtime, read without stopping it (each value is
+ * exact, the set is not one snapshot), as aspen::runtime_metrics: totals
+ * over the workers, or one worker's. Set `size` to sizeof(aspen_metrics)
+ * before the call: the library fills that many bytes (fields are only
+ * ever appended), so an older caller keeps working. */
+typedef struct aspen_metrics {
+    size_t size;
+    size_t workers;              /* worker threads (1 for current_thread) */
+    uint64_t polls;              /* task polls */
+    uint64_t tasks_spawned;      /* spawns from tasks on the workers */
+    uint64_t remote_spawns;      /* spawns from outside (aspen_spawn on a plain thread) */
+    uint64_t tasks_completed;    /* tasks that finished or were cancelled on a worker */
+    uint64_t tasks_alive;        /* spawned and not yet complete, now */
+    uint64_t next_slot_runs;     /* tasks taken from a worker's next slot */
+    uint64_t local_pushes;       /* tasks pushed into a worker's ring */
+    uint64_t injector_pops;      /* tasks taken from the shared injector */
+    uint64_t injector_depth;     /* tasks waiting in the injector, now */
+    uint64_t steal_operations;   /* successful steals (each takes a batch) */
+    uint64_t tasks_stolen;       /* tasks those steals took */
+    uint64_t failed_steals;      /* victims tried that gave nothing */
+    uint64_t parks;              /* times a worker went to sleep */
+    uint64_t unparks;            /* times one woke up */
+    uint64_t timers_armed;       /* timers waiting, now */
+    uint64_t io_registrations;   /* fds registered with the reactor, now */
+} aspen_metrics;
+
+/* Totals over every worker (the per-runtime fields as they are). */
+aspen_status aspen_runtime_metrics(aspen_runtime* rt, aspen_metrics* out);
+
+/* One worker's counters (index < out->workers of the totals); the fields
+ * that belong to the runtime as a whole (remote_spawns, tasks_alive,
+ * injector_depth, timers_armed, io_registrations) are the runtime's. An
+ * index out of range: ASPEN_EINVAL. */
+aspen_status aspen_runtime_worker_metrics(aspen_runtime* rt, size_t index, aspen_metrics* out);
+
 /* ---- tasks ---------------------------------------------------------------- */
 
 /* Starts a task. From a task running on rt it goes to the current worker

@@ -22,6 +22,7 @@
 #include <aspen/current_thread_runtime.hpp>
 #include <aspen/errors.hpp>
 #include <aspen/join_handle.hpp>
+#include <aspen/metrics.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/runtime.hpp>
 #include <aspen/spawn.hpp>
@@ -32,6 +33,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -437,6 +439,52 @@ aspen::config to_cpp(const aspen_config& c) {
     return cfg;
 }
 
+// The C view of a worker's counters (or their total) and the runtime's.
+aspen_metrics to_c(const aspen::runtime_metrics& m, const aspen::worker_metrics& w) noexcept {
+    aspen_metrics c{};
+    c.workers = m.workers.size();
+    c.polls = w.polls;
+    c.tasks_spawned = w.tasks_spawned;
+    c.remote_spawns = m.remote_spawns;
+    c.tasks_completed = w.tasks_completed;
+    c.tasks_alive = m.tasks_alive;
+    c.next_slot_runs = w.next_slot_runs;
+    c.local_pushes = w.local_pushes;
+    c.injector_pops = w.injector_pops;
+    c.injector_depth = m.injector_depth;
+    c.steal_operations = w.steal_operations;
+    c.tasks_stolen = w.tasks_stolen;
+    c.failed_steals = w.failed_steals;
+    c.parks = w.parks;
+    c.unparks = w.unparks;
+    c.timers_armed = m.timers_armed;
+    c.io_registrations = m.io_registrations;
+    return c;
+}
+
+// Fills out->size bytes of *out (at least `size` and `workers`): totals,
+// or worker `index`'s counters.
+aspen_status metrics_of(const char* what, aspen_runtime* rt, std::optional<std::size_t> index, aspen_metrics* out) {
+    if (!rt) return null_arg(what, "rt");
+    if (!out) return null_arg(what, "out");
+    const std::size_t want = out->size;
+    if (want < offsetof(aspen_metrics, polls))
+        return fail(ASPEN_EINVAL, what, "out->size is too small; set it to sizeof(aspen_metrics)");
+    return guarded(what, [&] {
+        const aspen::runtime_metrics m = rt->with([](auto& r) { return r.metrics(); });
+        if (index && *index >= m.workers.size()) {
+            char why[96];
+            std::snprintf(why, sizeof why, "worker index %zu is out of range (the runtime has %zu)", *index,
+                          m.workers.size());
+            return fail(ASPEN_EINVAL, what, why);
+        }
+        aspen_metrics c = to_c(m, index ? m.workers[*index] : m.total());
+        c.size = std::min(want, sizeof c);
+        std::memcpy(out, &c, c.size);
+        return ASPEN_OK;
+    });
+}
+
 }  // namespace
 
 extern "C" {
@@ -521,6 +569,14 @@ aspen_status aspen_runtime_free(aspen_runtime* rt) {
     aspen_status s = aspen_runtime_shutdown(rt);
     if (s == ASPEN_OK) delete rt;
     return s;
+}
+
+aspen_status aspen_runtime_metrics(aspen_runtime* rt, aspen_metrics* out) {
+    return metrics_of("aspen_runtime_metrics", rt, std::nullopt, out);
+}
+
+aspen_status aspen_runtime_worker_metrics(aspen_runtime* rt, size_t index, aspen_metrics* out) {
+    return metrics_of("aspen_runtime_worker_metrics", rt, index, out);
 }
 
 aspen_status aspen_spawn(aspen_runtime* rt, aspen_poll_fn poll, void* data, aspen_drop_fn drop, aspen_join** out) {
