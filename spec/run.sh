@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Model-checks spec/idle.pml, spec/task_state.pml and spec/driver_watch.pml with spin.
+# Model-checks spec/idle.pml, spec/task_state.pml, spec/driver_watch.pml and spec/fork_block.pml with spin.
 #
-#   bash spec/run.sh            the CI set: 38 jobs, ~75 s CPU, ~40 s wall on 2 cores, <= 1 GB each
+#   bash spec/run.sh            the CI set: 45 jobs, ~90 s CPU, ~45 s wall on 2 cores, <= 1 GB each
 #   SPIN_FULL=1 bash spec/run.sh   also four large runs (~2-3 min more; up to 2.7 GB)
 #   SPIN_JOBS=N                 parallel pan runs (default: nproc)
 #   SPIN_KEEP=1                 keep the work directory (pan, trails, logs)
@@ -59,6 +59,10 @@ JOB_LIST=(
   "driver-ok-stale-interest|pass|driver_watch.pml|-DSTALE_INTEREST -DNW=2 -DTASKS=2 -DARMS=3 -DSPAWNS=1|-O0|-m100000|"
   "driver-ok-all-futex|pass|driver_watch.pml|-DALL_FUTEX -DNW=2 -DTASKS=2 -DARMS=3 -DSPAWNS=1|-O0|-m100000|"
   "driver-1w|pass|driver_watch.pml|-DNW=1 -DTASKS=2 -DARMS=3 -DSPAWNS=1|-O0|-m100000|"
+  # -- the parallel algorithms' shared block (spec/fork_block.pml) -------------------------
+  "fork-3-abort|pass|fork_block.pml|-DROOT_PIECES=3 -DABORT -DSPURIOUS=2|-O0|-m100000|"
+  "fork-3|pass|fork_block.pml|-DROOT_PIECES=3|-O0|-m100000|"
+  "fork-2-no-spurious|pass|fork_block.pml|-DROOT_PIECES=2 -DSPURIOUS=0 -DABORT|-O0|-m100000|"
   # -- broken variants: the model must catch them ------------------------------------------
   "idle-broken-lone-worker|fail|idle.pml|-DBROKEN_LONE_NOT_SEARCHING -DNW=1 -DEXT_ITEMS=1 -DINT_ITEMS=2|-O0|-m100000|assertion violated (pending==0)"
   "idle-broken-stale-token|fail|idle.pml|-DBROKEN_STALE_TOKEN -DSPONTANEOUS=1 -DNW=2 -DEXT_ITEMS=1 -DINT_ITEMS=1|-O0|-m100000|assertion violated (nsleep<2)"
@@ -66,7 +70,11 @@ JOB_LIST=(
   "driver-broken-no-interest|fail|driver_watch.pml|-DBROKEN_NO_INTEREST -DNW=2|-O0|-m100000|assertion violated ((timers+ios)==0)"
   "driver-broken-timers-only|fail|driver_watch.pml|-DBROKEN_TIMERS_ONLY -DNW=2|-O0|-m100000|assertion violated ((timers+ios)==0)"
   "driver-broken-unpark-self|fail|driver_watch.pml|-DBROKEN_NO_UNPARK_SELF -DNW=2|-O0|-m100000|assertion violated (pending==0)"
+  "fork-broken-last-one-step|fail|fork_block.pml|-DBROKEN_LAST_ONE_STEP|-O0|-m100000|assertion violated  !(deleted)"
+  "fork-broken-waker-late|fail|fork_block.pml|-DBROKEN_WAKER_LATE -DSPURIOUS=0|-O0|-m100000|invalid end state"
+  "fork-broken-root-deletes|fail|fork_block.pml|-DBROKEN_ROOT_DELETES|-O0|-m100000|assertion violated  !(deleted)"
   # -- vacuity witnesses: these paths must be reachable ------------------------------------
+  "fork-witness-woken|fail|fork_block.pml|-DWITNESS=1|-O0|-m100000|assertion violated  !(done)"
   "idle-witness-chain-wake|fail|idle.pml|-DWITNESS=W_CHAIN|-O0|-m100000|assertion violated (4!=4)"
   "idle-witness-recheck-wake|fail|idle.pml|-DWITNESS=W_RECHECK|-O0|-m100000|assertion violated (5!=5)"
   "driver-witness-park|fail|driver_watch.pml|-DWITNESS=W_PARK_DELIVER -DNW=2|-O0|-m100000|assertion violated (1!=1)"

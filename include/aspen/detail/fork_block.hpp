@@ -26,6 +26,8 @@
 //      drops its unit with release; the root reads them after an acquire
 //      load that sees units == 0, at the end of the release sequence of
 //      every piece's drop.
+// spec/fork_block.pml model-checks this protocol (spin), with broken
+// variants of invariants 3 and 4 that it must catch.
 // A piece never waits for another: pieces are plain detached tasks, so the
 // only join is the root's, and an aborted root loses nothing but time
 // (pieces not started see `stopping` and skip their work; the block lives
