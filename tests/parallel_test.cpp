@@ -466,7 +466,6 @@ TEST(ParallelAbort, AbortedCallerOfWaitingAsyncChunksLeavesNothingBehind) {
             wait_for(waiting, 16);  // every chunk waits: the pieces are idle tasks
             aspen_test::within(std::chrono::seconds(60), "abort", [&] { rt.block_on(aspen_test::abort_and_join(h)); });
         }
-        fprintf(stderr, "alive=%d waiting=%d\n", alive.load(), waiting.load());
         EXPECT_EQ(alive.load(), 0) << w;  // the block (and the body in it) was freed
     }
 }
