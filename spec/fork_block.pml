@@ -167,7 +167,7 @@ proctype root() {
        atomic { touch(); spurious++; done = (units == 0) }
 #ifdef ABORT
     :: !done ->                              /* aborted while waiting */
-       atomic { touch(); if :: units != 0 -> stop = true :: else -> skip fi };
+       atomic { touch(); stop = true };
        goto leave
 #endif
     od;

@@ -63,16 +63,15 @@ bool fork_block::root_poll(context& cx) noexcept {
 }
 
 void fork_block::root_leave() noexcept {
+    // Pieces not started yet (if any are left) skip their work: the caller
+    // is gone, or has its answer already.
+    request_stop();
     if (root_has_unit_) {
         root_has_unit_ = false;
-        request_stop();  // the caller goes away: no one wants the rest
         // release: the root's writes to the block come before its deletion.
         // No waker was stored, so if this unit was the last there is no one
         // to wake.
         word_.fetch_sub(unit, std::memory_order_release);
-    } else if (units_of(word_.load(std::memory_order_relaxed)) != 0) {
-        // relaxed: only decides whether to ask for a stop (a hint).
-        request_stop();
     }
     drop_ref();
 }

@@ -88,9 +88,9 @@ public:
     // ---- the root's side ---------------------------------------------------
     // The root's wait, as a poll: true once every unit has ended.
     bool root_poll(context& cx) noexcept;
-    // The root leaves the call: gives up its unit if it still has it (an
-    // exception or an abort before the wait), asking the pieces to stop if
-    // any are left, then its ref.
+    // The root leaves the call: asks any piece not started to stop, gives
+    // up its unit if it still has it (an abort before the wait), then its
+    // ref.
     void root_leave() noexcept;
     // After root_poll returned true: the first failure, if any.
     std::exception_ptr error() const noexcept { return error_; }
