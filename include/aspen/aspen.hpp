@@ -8,6 +8,7 @@
 #include <aspen/current_thread_runtime.hpp>
 #include <aspen/errors.hpp>
 #include <aspen/fs.hpp>
+#include <aspen/io/all.hpp>
 #include <aspen/join_handle.hpp>
 #include <aspen/join_set.hpp>
 #include <aspen/metrics.hpp>
