@@ -1,5 +1,5 @@
 // Every sync primitive and channel at once: mutex, shared_mutex, semaphore,
-// notify, barrier, oneshot_channel, mpsc_channel / unbounded_channel,
+// notify, once_cell, barrier, oneshot_channel, mpsc_channel / unbounded_channel,
 // broadcast_channel, watch_channel, event, latch. Each header documents its
 // semantics and its cancel safety at its top.
 #pragma once
@@ -11,6 +11,7 @@
 #include <aspen/sync/mpsc.hpp>
 #include <aspen/sync/mutex.hpp>
 #include <aspen/sync/notify.hpp>
+#include <aspen/sync/once_cell.hpp>
 #include <aspen/sync/oneshot.hpp>
 #include <aspen/sync/semaphore.hpp>
 #include <aspen/sync/shared_mutex.hpp>
