@@ -44,6 +44,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -99,6 +100,13 @@ struct io_source {
 // write(2) to a pipe, without SIGPIPE: -1 with errno EPIPE if the reading
 // end is closed (src/io/pipe.cpp).
 ssize_t pipe_write(int fd, const void* data, std::size_t size) noexcept;
+
+// try_read / try_write of any socket (detail::try_transfer is this with
+// `stream`), and a connected datagram socket's try_recv / try_send:
+// without `stream`, size 0 is a real (empty) datagram, not "done at once",
+// as in transfer_awaitable (tcp.cpp).
+std::optional<std::size_t> try_transfer_of(io_source& s, bool write, void* data, std::size_t size, bool stream,
+                                           const char* what);
 
 // Throws the ECANCELED error of an operation whose socket was closed.
 [[noreturn]] void throw_closed(const char* what);
@@ -180,6 +188,48 @@ bool drive(io_claim& c, context& cx, const char* what, Attempt&& attempt) {
     } catch (...) {
         end_op(c);
         throw;
+    }
+}
+
+// The never-waiting counterpart of drive(), for try_read / try_write and
+// the datagram sockets' try_recv_from / try_send_to / try_recv / try_send:
+// `attempt` (the same syscall attempt the operation runs in drive()) once,
+// unless the cached readiness already says the direction is not ready.
+// Returns false when nothing could be done now; then the readiness the
+// attempt found stale is cleared, so that readable() / writable() wait for
+// the next edge. Claims no slot and stores no waker (it may run beside a
+// waiting operation, from any thread, also outside a runtime), and spends
+// no coop budget. A socket no operation has registered yet (or whose
+// runtime is gone) has no cache: then only the syscall can tell. done and
+// done_drained both count as done: nothing waits here that a cleared
+// readiness would spare a syscall.
+template <class Attempt>
+bool try_once(io_source& s, bool write, Attempt&& attempt) {
+    // acquire: pairs with begin_op's release store; a driver seen comes
+    // with its finished registration. A runtime that is gone unregistered
+    // it (its driver is not touched then).
+    driver* d = s.drv.load(std::memory_order_acquire);
+    bool cached = d && s.reg.is_registered();
+    direction dir = write ? direction::write : direction::read;
+    ready_event ev{};
+    if (cached) {
+        ev = reactor::peek_ready(s.reg, dir);
+        if (!ev) return false;  // known not ready: no syscall
+    }
+    for (;;) {
+        switch (attempt()) {
+            case attempt_result::done:
+            case attempt_result::done_drained:
+                return true;
+            case attempt_result::again:
+                continue;
+            // (progress_drained comes only from multi-syscall attempts,
+            // which do not run here.)
+            case attempt_result::would_block:
+            case attempt_result::progress_drained:
+                if (cached) d->io().clear_readiness(s.reg, ev);
+                return false;
+        }
     }
 }
 

@@ -106,34 +106,24 @@ bool readiness_awaitable::poll(context& cx) {
     return detail::drive(claim_, cx, what_, [] { return attempt_result::done; });
 }
 
+std::optional<std::size_t> detail::try_transfer_of(io_source& s, bool write, void* data, std::size_t size,
+                                                   bool stream, const char* what) {
+    if (stream && size == 0) return 0;
+    std::size_t done = 0;
+    bool finished = try_once(s, write, [&] {
+        bool queue_empty = false;
+        ssize_t n = transfer_once(s, !write, false, static_cast<std::byte*>(data), size, queue_empty);
+        if (n < 0) return detail::classify_errno(what);
+        done = static_cast<std::size_t>(n);
+        return attempt_result::done;
+    });
+    if (!finished) return std::nullopt;
+    return done;
+}
+
 std::optional<std::size_t> detail::try_transfer(io_source* s, bool write, void* data, std::size_t size,
                                                 const char* what) {
-    if (size == 0) return 0;
-    // acquire: pairs with begin_op's release store; a driver seen comes
-    // with its finished registration. A socket never used by an operation
-    // has none: then only the syscall can tell. Neither has one whose
-    // runtime is gone (the reactor unregistered it; its driver is not
-    // touched then).
-    driver* d = s->drv.load(std::memory_order_acquire);
-    bool cached = d && s->reg.is_registered();
-    direction dir = write ? direction::write : direction::read;
-    ready_event ev{};
-    if (cached) {
-        ev = reactor::peek_ready(s->reg, dir);
-        if (!ev) return std::nullopt;  // known not ready: no syscall
-    }
-    for (;;) {
-        bool queue_empty = false;
-        ssize_t n = transfer_once(*s, !write, false, static_cast<std::byte*>(data), size, queue_empty);
-        if (n >= 0) return static_cast<std::size_t>(n);
-        int err = errno;
-        if (err == EINTR) continue;
-        if (err != EAGAIN && err != EWOULDBLOCK) throw_errno(err, what);
-        // Not ready after all: forget the readiness, so that readable() /
-        // writable() wait for the next edge.
-        if (cached) d->io().clear_readiness(s->reg, ev);
-        return std::nullopt;
-    }
+    return try_transfer_of(*s, write, data, size, true, what);
 }
 
 namespace {
@@ -174,14 +164,31 @@ bool accept_awaitable::poll(context& cx) {
     });
 }
 
+namespace {
+// e.g. "aspen::tcp_socket::connect to 127.0.0.1:80"
+std::string connect_error(const char* what, const socket_address& addr) {
+    return std::string(what) + " to " + addr.to_string();
+}
+}  // namespace
+
 connect_awaitable::connect_awaitable(const socket_address& addr, std::optional<clock::duration> timeout)
     : addr_(addr), timeout_(timeout) {
     if (timeout_) timer_.emplace(now() + *timeout_);
 }
 
+connect_awaitable::connect_awaitable(detail::io_handle io, const socket_address& addr,
+                                     std::optional<clock::duration> timeout, const char* what)
+    : connect_awaitable(addr, timeout) {
+    io_ = std::move(io);
+    what_ = what;
+}
+
 void connect_awaitable::start() {
-    int fd = detail::open_socket(addr_.family(), SOCK_STREAM, what());
-    io_ = detail::make_io(fd);
+    started_ = true;
+    // tcp_stream::connect opens its socket only here, in the first poll, so
+    // that an awaitable never awaited holds no fd.
+    if (!io_) io_ = detail::make_io(detail::open_socket(addr_.family(), SOCK_STREAM, what()));
+    int fd = io_.fd();
     io_.get()->loopback_peer = addr_.is_loopback();
     enable_inq(*io_.get());
     claim_.attach(io_.get());
@@ -189,18 +196,19 @@ void connect_awaitable::start() {
         connected_ = true;
         return;
     }
-    if (errno != EINPROGRESS) detail::throw_errno(errno, detail::describe("aspen::tcp_stream::connect to", addr_));
+    int err = errno;  // before connect_error's allocations
+    if (err != EINPROGRESS) detail::throw_errno(err, connect_error(what(), addr_));
 }
 
 bool connect_awaitable::poll(context& cx) {
-    if (!io_) start();
+    if (!started_) start();
     if (connected_) return true;
     int fd = io_.fd();
     bool done = detail::drive(claim_, cx, what(), [&] {
         int err = 0;
         socklen_t len = sizeof err;
         if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-        if (err != 0) detail::throw_errno(err, detail::describe("aspen::tcp_stream::connect to", addr_));
+        if (err != 0) detail::throw_errno(err, connect_error(what(), addr_));
         // Writable without an error but not connected yet: wait on.
         sockaddr_storage peer{};
         socklen_t plen = sizeof peer;
@@ -215,7 +223,7 @@ bool connect_awaitable::poll(context& cx) {
     if (timer_ && timer_->poll(cx)) {
         claim_.abandon();
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout_).count();
-        detail::throw_errno(ETIMEDOUT, detail::describe("aspen::tcp_stream::connect to", addr_) + ": timed out after " +
+        detail::throw_errno(ETIMEDOUT, connect_error(what(), addr_) + ": timed out after " +
                                            std::to_string(ms) + " ms");
     }
     return false;

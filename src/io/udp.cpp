@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -15,27 +16,70 @@ namespace aspen {
 
 using detail::attempt_result;
 
+namespace {
+// One sendto of a datagram / one recvfrom: the attempt datagram_awaitable
+// runs in the operation loop and the try_ calls run once (try_once), so
+// both report alike.
+attempt_result send_to_once(int fd, const void* data, std::size_t size, const socket_address& to,
+                            std::size_t& sent, const char* what) {
+    ssize_t n = ::sendto(fd, data, size, MSG_NOSIGNAL, to.native(), to.native_size());
+    if (n < 0) return detail::classify_errno(what);
+    sent = static_cast<std::size_t>(n);
+    return attempt_result::done;
+}
+
+attempt_result recv_from_once(int fd, void* data, std::size_t size, bool peek, udp_socket::received& out,
+                              const char* what) {
+    sockaddr_storage from{};
+    socklen_t len = sizeof from;
+    // MSG_TRUNC: returns the datagram's real length, so truncation shows.
+    int flags = MSG_TRUNC | (peek ? MSG_PEEK : 0);
+    ssize_t n = ::recvfrom(fd, data, size, flags, reinterpret_cast<sockaddr*>(&from), &len);
+    if (n < 0) return detail::classify_errno(what);
+    out.size = std::min(static_cast<std::size_t>(n), size);
+    out.truncated = static_cast<std::size_t>(n) > size;
+    out.peer = socket_address::from_native(reinterpret_cast<sockaddr*>(&from), len);
+    return attempt_result::done;
+}
+}  // namespace
+
 bool datagram_awaitable::poll(context& cx) {
     int fd = claim_.src->fd;
     return detail::drive(claim_, cx, what(), [&] {
         if (claim_.write) {
-            ssize_t n = ::sendto(fd, data_, size_, MSG_NOSIGNAL, to_.native(), to_.native_size());
-            if (n < 0) return detail::classify_errno(what());
-            result_.size = static_cast<std::size_t>(n);
             result_.peer = to_;
-            return attempt_result::done;
+            return send_to_once(fd, data_, size_, to_, result_.size, what());
         }
-        sockaddr_storage from{};
-        socklen_t len = sizeof from;
-        // MSG_TRUNC: returns the datagram's real length, so truncation shows.
-        int flags = MSG_TRUNC | (peek_ ? MSG_PEEK : 0);
-        ssize_t n = ::recvfrom(fd, data_, size_, flags, reinterpret_cast<sockaddr*>(&from), &len);
-        if (n < 0) return detail::classify_errno(what());
-        result_.size = std::min(static_cast<std::size_t>(n), size_);
-        result_.truncated = static_cast<std::size_t>(n) > size_;
-        result_.peer = socket_address::from_native(reinterpret_cast<sockaddr*>(&from), len);
-        return attempt_result::done;
+        return recv_from_once(fd, data_, size_, peek_, result_, what());
     });
+}
+
+std::optional<udp_socket::received> udp_socket::try_recv_from(void* data, std::size_t size) {
+    const char* what = "aspen::udp_socket::try_recv_from";
+    detail::io_source& s = *io_.require(what);
+    received r;
+    if (!detail::try_once(s, false, [&] { return recv_from_once(s.fd, data, size, false, r, what); }))
+        return std::nullopt;
+    return r;
+}
+
+std::optional<std::size_t> udp_socket::try_send_to(const void* data, std::size_t size, const socket_address& to) {
+    const char* what = "aspen::udp_socket::try_send_to";
+    detail::io_source& s = *io_.require(what);
+    std::size_t sent = 0;
+    if (!detail::try_once(s, true, [&] { return send_to_once(s.fd, data, size, to, sent, what); }))
+        return std::nullopt;
+    return sent;
+}
+
+std::optional<std::size_t> udp_socket::try_recv(void* data, std::size_t size) {
+    const char* what = "aspen::udp_socket::try_recv";
+    return detail::try_transfer_of(*io_.require(what), false, data, size, false, what);
+}
+
+std::optional<std::size_t> udp_socket::try_send(const void* data, std::size_t size) {
+    const char* what = "aspen::udp_socket::try_send";
+    return detail::try_transfer_of(*io_.require(what), true, const_cast<void*>(data), size, false, what);
 }
 
 udp_socket udp_socket::bind(const socket_address& addr) {

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
+#include <string_view>
 
 namespace aspen {
 
@@ -34,20 +36,43 @@ const char* unix_datagram_awaitable::what() const noexcept {
     }
 }
 
+namespace {
+// One recvfrom (recv_from, peek_from) / one sendto to a path: what the
+// awaitables attempt and the try_ calls attempt once, so both report alike.
+attempt_result recv_from_once(int fd, void* data, std::size_t size, bool peek, unix_datagram::received& out,
+                              const char* what) {
+    sockaddr_un from{};
+    socklen_t len = sizeof from;
+    // MSG_TRUNC: returns the datagram's real length, so truncation shows.
+    int flags = MSG_TRUNC | (peek ? MSG_PEEK : 0);
+    ssize_t n = ::recvfrom(fd, data, size, flags, reinterpret_cast<sockaddr*>(&from), &len);
+    if (n < 0) return detail::classify_errno(what);
+    out.size = std::min(static_cast<std::size_t>(n), size);
+    out.truncated = static_cast<std::size_t>(n) > size;
+    out.path = detail::path_of(from, len);
+    return attempt_result::done;
+}
+
+// would_block: the receiver's queue (or this socket's send buffer) is full.
+attempt_result send_to_once(int fd, const void* data, std::size_t size, const detail::unix_address& a,
+                            std::string_view path, std::size_t& sent, const char* what) {
+    ssize_t n = ::sendto(fd, data, size, MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&a.sa), a.len);
+    if (n >= 0) {
+        sent = static_cast<std::size_t>(n);
+        return attempt_result::done;
+    }
+    int err = errno;
+    if (err == EINTR) return attempt_result::again;
+    if (err == EAGAIN || err == EWOULDBLOCK) return attempt_result::would_block;
+    detail::throw_errno(err, detail::describe(what, path));
+}
+}  // namespace
+
 bool unix_datagram_awaitable::poll(context& cx) {
     if (kind_ == kind::send_to) return poll_send(cx);
     int fd = claim_.src->fd;
     return detail::drive(claim_, cx, what(), [&] {
-        sockaddr_un from{};
-        socklen_t len = sizeof from;
-        // MSG_TRUNC: returns the datagram's real length, so truncation shows.
-        int flags = MSG_TRUNC | (kind_ == kind::peek_from ? MSG_PEEK : 0);
-        ssize_t n = ::recvfrom(fd, data_, size_, flags, reinterpret_cast<sockaddr*>(&from), &len);
-        if (n < 0) return detail::classify_errno(what());
-        result_.size = std::min(static_cast<std::size_t>(n), size_);
-        result_.truncated = static_cast<std::size_t>(n) > size_;
-        result_.path = detail::path_of(from, len);
-        return attempt_result::done;
+        return recv_from_once(fd, data_, size_, kind_ == kind::peek_from, result_, what());
     });
 }
 
@@ -65,18 +90,46 @@ bool unix_datagram_awaitable::poll_send(context& cx) {
     for (;;) {
         if (detail::is_closed(*claim_.src, true)) detail::throw_closed(what());
         if (retry_ && !retry_->poll(cx)) return false;
-        ssize_t n = ::sendto(claim_.src->fd, data_, size_, MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&a.sa),
-                             a.len);
-        if (n >= 0) {
-            result_.size = static_cast<std::size_t>(n);
-            return true;
-        }
-        int err = errno;
-        if (err == EINTR) continue;
-        if (err != EAGAIN && err != EWOULDBLOCK) detail::throw_errno(err, detail::describe(what(), to_));
+        attempt_result r = send_to_once(claim_.src->fd, data_, size_, a, to_, result_.size, what());
+        if (r == attempt_result::done) return true;
+        if (r == attempt_result::again) continue;
         if (retry_) retry_->reset(now() + 1ms);
         else retry_.emplace(now() + 1ms);
     }
+}
+
+std::optional<unix_datagram::received> unix_datagram::try_recv_from(void* data, std::size_t size) {
+    const char* what = "aspen::unix_datagram::try_recv_from";
+    detail::io_source& s = *io_.require(what);
+    received r;
+    if (!detail::try_once(s, false, [&] { return recv_from_once(s.fd, data, size, false, r, what); }))
+        return std::nullopt;
+    return r;
+}
+
+// Not try_once: the reported write readiness says nothing about the
+// receiver's queue (see poll_send), so it is neither consulted nor
+// cleared (the header says why).
+std::optional<std::size_t> unix_datagram::try_send_to(const void* data, std::size_t size, std::string_view path) {
+    const char* what = "aspen::unix_datagram::try_send_to";
+    int fd = io_.require(what)->fd;
+    const detail::unix_address a = detail::make_address(path, what);
+    std::size_t sent = 0;
+    for (;;) {
+        attempt_result r = send_to_once(fd, data, size, a, path, sent, what);
+        if (r == attempt_result::done) return sent;
+        if (r != attempt_result::again) return std::nullopt;
+    }
+}
+
+std::optional<std::size_t> unix_datagram::try_recv(void* data, std::size_t size) {
+    const char* what = "aspen::unix_datagram::try_recv";
+    return detail::try_transfer_of(*io_.require(what), false, data, size, false, what);
+}
+
+std::optional<std::size_t> unix_datagram::try_send(const void* data, std::size_t size) {
+    const char* what = "aspen::unix_datagram::try_send";
+    return detail::try_transfer_of(*io_.require(what), true, const_cast<void*>(data), size, false, what);
 }
 
 unix_datagram unix_datagram::bind(std::string_view path) {

@@ -93,21 +93,32 @@ private:
     detail::io_handle accepted_;
 };
 
-// co_await tcp_stream::connect(addr[, timeout]) -> tcp_stream.
+class tcp_socket;
+
+// co_await tcp_stream::connect(addr[, timeout]) -> tcp_stream; also what
+// tcp_socket::connect returns (the same non-blocking connect, on the
+// socket it was given instead of a fresh one).
 class [[nodiscard]] connect_awaitable : public detail::io_awaitable<connect_awaitable> {
 public:
     connect_awaitable(const socket_address& addr, std::optional<clock::duration> timeout);
     tcp_stream await_resume();
     bool poll(context& cx);
-    static const char* what() noexcept { return "aspen::tcp_stream::connect"; }
+    const char* what() const noexcept { return what_; }
 
 private:
+    friend class tcp_socket;
+    // Connects `io` (an unconnected stream socket of addr's family, maybe
+    // bound and configured) instead of opening one.
+    connect_awaitable(detail::io_handle io, const socket_address& addr, std::optional<clock::duration> timeout,
+                      const char* what);
     void start();
     socket_address addr_;
     std::optional<clock::duration> timeout_;
     std::optional<timer> timer_;
     detail::io_handle io_;
     detail::io_claim claim_{nullptr, true};
+    const char* what_ = "aspen::tcp_stream::connect";
+    bool started_ = false;
     bool connected_ = false;
 };
 
@@ -282,6 +293,7 @@ public:
     bool is_open() const noexcept { return static_cast<bool>(io_); }
 
 private:
+    friend class tcp_socket;
     explicit tcp_listener(detail::io_handle io) noexcept : io_(std::move(io)) {}
     detail::io_handle io_;
 };

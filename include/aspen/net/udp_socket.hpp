@@ -23,7 +23,32 @@
 // cancel-safe: a datagram is sent, or taken from the socket, only in the
 // poll that completes the operation (peek_from takes nothing in any case),
 // so an aborted operation neither loses a received datagram nor leaves half
-// of one sent.
+// of one sent. readable() and writable() are cancel-safe too: they take
+// and send nothing. (The try_ calls never wait: nothing to cancel.)
+//
+// The readiness API (as Tokio's UdpSocket::readable / try_recv_from):
+//
+//   for (;;) {
+//       co_await sock.readable();
+//       std::optional<aspen::udp_socket::received> r = sock.try_recv_from(buf, sizeof buf);
+//       if (!r) continue;              // not ready after all: wait again
+//       handle(buf, r->size, r->peer);
+//   }
+//
+// Why: the buffer can be chosen (or shared between sockets) once
+// readiness is known instead of being held through the wait; a caller can
+// drain a burst with try_recv_from until nullopt, one wait per burst; and
+// the try_ calls work where no task can wait (a synchronous callback,
+// another thread, outside a runtime). (A drain loop spends no coop budget,
+// so bound it on a socket that may never run dry.) They behave as the byte streams'
+// try_read / try_write (aspen/detail/stream_ops.hpp): one non-blocking
+// syscall, the same one recv_from / send_to / recv / send run, unless the
+// readiness the reactor last reported already says "not ready"; nullopt
+// when nothing could be done now, which also clears that readiness, so the
+// next readable() / writable() waits for a new one; errors throw
+// std::system_error; no coop budget is spent. readable() / writable()
+// occupy the direction's slot while they wait, as a receive or a send
+// would.
 #pragma once
 
 #include <aspen/detail/io_handle.hpp>
@@ -32,6 +57,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -130,6 +156,25 @@ public:
     }
     transfer_awaitable recv(std::span<char> buf) { return recv(buf.data(), buf.size()); }
 
+    // The readiness API (see the top of this header): wait until the
+    // reactor reports the socket readable / writable, then try without
+    // waiting. try_recv_from gives what recv_from gives; try_send_to and
+    // try_send the bytes sent (all of them); try_recv the bytes stored.
+    // nullopt: nothing now.
+    readiness_awaitable readable() { return readiness_awaitable(io_.require(readable_what), false, readable_what); }
+    readiness_awaitable writable() { return readiness_awaitable(io_.require(writable_what), true, writable_what); }
+    std::optional<received> try_recv_from(void* data, std::size_t size);
+    std::optional<received> try_recv_from(std::span<char> buf) { return try_recv_from(buf.data(), buf.size()); }
+    std::optional<std::size_t> try_send_to(const void* data, std::size_t size, const socket_address& to);
+    std::optional<std::size_t> try_send_to(std::string_view s, const socket_address& to) {
+        return try_send_to(s.data(), s.size(), to);
+    }
+    // Connected (after connect):
+    std::optional<std::size_t> try_recv(void* data, std::size_t size);
+    std::optional<std::size_t> try_recv(std::span<char> buf) { return try_recv(buf.data(), buf.size()); }
+    std::optional<std::size_t> try_send(const void* data, std::size_t size);
+    std::optional<std::size_t> try_send(std::string_view s) { return try_send(s.data(), s.size()); }
+
     // read_with(f) / write_with(f) (detail::fd_ops): f(fd) once the socket
     // is readable / writable, for a syscall aspen has no operation for
     // (recvmmsg, sendmmsg, ancillary data); as tcp_stream's.
@@ -180,6 +225,8 @@ private:
     friend class detail::fd_ops<udp_socket>;
     static constexpr const char* read_with_what = "aspen::udp_socket::read_with";
     static constexpr const char* write_with_what = "aspen::udp_socket::write_with";
+    static constexpr const char* readable_what = "aspen::udp_socket::readable";
+    static constexpr const char* writable_what = "aspen::udp_socket::writable";
     explicit udp_socket(detail::io_handle io) noexcept : io_(std::move(io)) {}
     detail::io_source* source(const char* what) const { return io_.require(what); }
     detail::io_handle io_;

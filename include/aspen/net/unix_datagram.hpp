@@ -31,7 +31,25 @@
 // in progress at a time (send_to may run in any number of tasks at once),
 // closing the socket under a waiting operation makes it throw ECANCELED,
 // coop budget, move-only. Every operation is cancel-safe: a datagram is
-// sent, or taken from the socket, only in the poll that completes it.
+// sent, or taken from the socket, only in the poll that completes it
+// (readable() and writable() take and send nothing).
+//
+// The readiness API, as udp_socket's (the why and the loop are at the top
+// of aspen/net/udp_socket.hpp): co_await readable() / writable(), then
+// try_recv_from (size, sender's path, truncation, as recv_from),
+// try_send_to(data, path), try_recv, try_send (connected): one
+// non-blocking syscall, the one the waiting operation runs, that never
+// waits and spends no coop budget; nullopt when nothing could be done now
+// (which also clears the reported readiness, so the next readable() /
+// writable() waits for a new one); errors throw std::system_error.
+// One exception: try_send_to's nullopt (the receiver's queue or this
+// socket's send buffer is full) neither consults nor clears the reported
+// write readiness. The kernel wakes an unconnected sender only when its
+// own datagrams leave a queue, not when a receiver filled by other
+// senders makes room, so a writable() that waited for a new report after
+// it could wait forever; it completes at once instead, and a caller that
+// gets nullopt again should back off (co_await aspen::sleep) or use
+// send_to, which retries every millisecond.
 #pragma once
 
 #include <aspen/detail/io_handle.hpp>
@@ -141,6 +159,21 @@ public:
     }
     transfer_awaitable recv(std::span<char> buf) { return recv(buf.data(), buf.size()); }
 
+    // The readiness API (see the top of this header). nullopt: nothing now.
+    readiness_awaitable readable() { return readiness_awaitable(io_.require(readable_what), false, readable_what); }
+    readiness_awaitable writable() { return readiness_awaitable(io_.require(writable_what), true, writable_what); }
+    std::optional<received> try_recv_from(void* data, std::size_t size);
+    std::optional<received> try_recv_from(std::span<char> buf) { return try_recv_from(buf.data(), buf.size()); }
+    // A bad path throws std::invalid_argument, as send_to's.
+    std::optional<std::size_t> try_send_to(const void* data, std::size_t size, std::string_view path);
+    std::optional<std::size_t> try_send_to(std::string_view s, std::string_view path) {
+        return try_send_to(s.data(), s.size(), path);
+    }
+    std::optional<std::size_t> try_recv(void* data, std::size_t size);
+    std::optional<std::size_t> try_recv(std::span<char> buf) { return try_recv(buf.data(), buf.size()); }
+    std::optional<std::size_t> try_send(const void* data, std::size_t size);
+    std::optional<std::size_t> try_send(std::string_view s) { return try_send(s.data(), s.size()); }
+
     // read_with(f) / write_with(f) (detail::fd_ops): f(fd) once the socket
     // is readable / writable (e.g. recvmsg with SCM_RIGHTS or
     // SCM_CREDENTIALS), as tcp_stream's.
@@ -158,6 +191,8 @@ private:
     friend class detail::fd_ops<unix_datagram>;
     static constexpr const char* read_with_what = "aspen::unix_datagram::read_with";
     static constexpr const char* write_with_what = "aspen::unix_datagram::write_with";
+    static constexpr const char* readable_what = "aspen::unix_datagram::readable";
+    static constexpr const char* writable_what = "aspen::unix_datagram::writable";
     explicit unix_datagram(detail::io_handle io) noexcept : io_(std::move(io)) {}
     detail::io_source* source(const char* what) const { return io_.require(what); }
     unix_datagram_awaitable make(unix_datagram_awaitable::kind k, const char* what, void* data, std::size_t size) {
