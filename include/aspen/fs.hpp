@@ -21,6 +21,8 @@
 // completes, its result is dropped), as in Tokio.
 #pragma once
 
+#include <aspen/fs/file.hpp>  // fs::file, open_options: an open file
+#include <aspen/fs/metadata.hpp>
 #include <aspen/task.hpp>
 
 #include <cstdint>
@@ -29,16 +31,6 @@
 #include <vector>
 
 namespace aspen::fs {
-
-// What metadata() reports (following symlinks).
-struct metadata_t {
-    std::filesystem::file_type type = std::filesystem::file_type::none;
-    std::uintmax_t size = 0;  // bytes, for a regular file; 0 for others
-    std::filesystem::perms permissions = std::filesystem::perms::none;
-    std::filesystem::file_time_type modified{};
-    bool is_file() const noexcept { return type == std::filesystem::file_type::regular; }
-    bool is_directory() const noexcept { return type == std::filesystem::file_type::directory; }
-};
 
 // The whole file.
 task<std::string> read(std::filesystem::path path);

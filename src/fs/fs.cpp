@@ -3,7 +3,7 @@
 // the path and keep the errno; the rest is std::filesystem.
 #include <aspen/fs.hpp>
 
-#include <aspen/spawn_blocking.hpp>
+#include "fs/fs_common.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -22,47 +22,22 @@ namespace aspen::fs {
 namespace {
 
 namespace stdfs = std::filesystem;
-
-// Aborts a blocking function whose awaiting task went away (aborted, or a
-// lost timeout race) before it finished: if it has not started it never
-// runs. A dropped handle would only detach it.
-template <class R>
-struct abort_unless_finished {
-    join_handle<R>& h;
-    ~abort_unless_finished() {
-        if (h.valid() && !h.is_finished()) h.abort();
-    }
-};
-
-// Runs f on the blocking pool and gives its result to the awaiting task.
-// The handle is named before the co_await: with g++ 12 a temporary with a
-// destructor (this closure) in the full-expression of a co_await whose
-// operation throws is destroyed twice (README, "Compiler caveats").
-template <class F>
-task<std::invoke_result_t<F&>> on_pool(F f) {
-    auto h = aspen::spawn_blocking(std::move(f));
-    abort_unless_finished<std::invoke_result_t<F&>> guard{h};
-    co_return co_await h;
-}
-
-[[noreturn]] void fail(int err, const char* op, const stdfs::path& p) {
-    std::string what = "aspen::fs::";
-    what.append(op).append("(\"").append(p.string()).append("\")");
-    throw std::system_error(err, std::generic_category(), what);
-}
+using detail::fail;
+using detail::metadata_of;
+using detail::on_pool;
 
 // A descriptor closed on every path out; close_checked reports a failed
 // close (a write that only then proves lost, e.g. on NFS).
-class file {
+class open_fd {
 public:
-    file(const stdfs::path& p, int flags, const char* op) : path_(p), op_(op) {
+    open_fd(const stdfs::path& p, int flags, const char* op) : path_(p), op_(op) {
         do fd_ = ::open(p.c_str(), flags | O_CLOEXEC, 0666);
         while (fd_ < 0 && errno == EINTR);
         if (fd_ < 0) fail(errno, op, p);
     }
-    file(const file&) = delete;
-    file& operator=(const file&) = delete;
-    ~file() {
+    open_fd(const open_fd&) = delete;
+    open_fd& operator=(const open_fd&) = delete;
+    ~open_fd() {
         if (fd_ >= 0) ::close(fd_);
     }
     int fd() const noexcept { return fd_; }
@@ -78,7 +53,7 @@ private:
 };
 
 std::string read_file(const stdfs::path& p) {
-    file f(p, O_RDONLY, "read");
+    open_fd f(p, O_RDONLY, "read");
     struct stat st {};
     if (::fstat(f.fd(), &st) != 0) fail(errno, "read", p);
     // One byte more than the size, so a file read whole ends with a read
@@ -100,7 +75,7 @@ std::string read_file(const stdfs::path& p) {
 }
 
 void write_file(const stdfs::path& p, const std::string& data, int flags, const char* op) {
-    file f(p, O_WRONLY | O_CREAT | flags, op);
+    open_fd f(p, O_WRONLY | O_CREAT | flags, op);
     std::size_t done = 0;
     while (done < data.size()) {
         ssize_t n = ::write(f.fd(), data.data() + done, data.size() - done);
@@ -115,27 +90,6 @@ void write_file(const stdfs::path& p, const std::string& data, int flags, const 
 
 void check(int r, const char* op, const stdfs::path& p) {
     if (r != 0) fail(errno, op, p);
-}
-
-stdfs::file_type type_of(mode_t mode) noexcept {
-    switch (mode & S_IFMT) {
-        case S_IFREG:
-            return stdfs::file_type::regular;
-        case S_IFDIR:
-            return stdfs::file_type::directory;
-        case S_IFLNK:
-            return stdfs::file_type::symlink;
-        case S_IFBLK:
-            return stdfs::file_type::block;
-        case S_IFCHR:
-            return stdfs::file_type::character;
-        case S_IFIFO:
-            return stdfs::file_type::fifo;
-        case S_IFSOCK:
-            return stdfs::file_type::socket;
-        default:
-            return stdfs::file_type::unknown;
-    }
 }
 
 }  // namespace
@@ -197,13 +151,7 @@ task<metadata_t> metadata(stdfs::path path) {
     return on_pool([path = std::move(path)] {
         struct stat st {};
         check(::stat(path.c_str(), &st), "metadata", path);
-        metadata_t m;
-        m.type = type_of(st.st_mode);
-        m.permissions = static_cast<stdfs::perms>(st.st_mode & 07777);
-        if (m.is_file()) m.size = static_cast<std::uintmax_t>(st.st_size);
-        auto since_epoch = std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec);
-        m.modified = std::chrono::file_clock::from_sys(std::chrono::sys_time<std::chrono::nanoseconds>(since_epoch));
-        return m;
+        return metadata_of(st);
     });
 }
 

@@ -1,0 +1,235 @@
+// aspen::fs::file: each operation takes the file's busy lock (an aspen::mutex,
+// so the task waits without holding a worker), then runs one function on the
+// blocking pool. The lock moves into that function and is released when it
+// ends, on the pool thread: an operation whose task was aborted while its
+// call runs still holds the next one back until the call is done (see the
+// header for why). Each function holds a reference to the file's state, so
+// the descriptor is closed only after the last call on it returned.
+#include <aspen/fs.hpp>
+#include <aspen/fs/file.hpp>
+#include <aspen/sync/mutex.hpp>
+
+#include "fs/fs_common.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace aspen::fs {
+
+namespace detail {
+struct file_state {
+    file_state(int f, std::filesystem::path p) noexcept : fd(f), path(std::move(p)) {}
+    file_state(const file_state&) = delete;
+    file_state& operator=(const file_state&) = delete;
+    ~file_state() { ::close(fd); }
+
+    const int fd;
+    const std::filesystem::path path;  // for error messages
+    aspen::mutex busy;                 // one operation at a time (see file.hpp)
+};
+}  // namespace detail
+
+namespace {
+
+using state_ptr = std::shared_ptr<detail::file_state>;
+
+// A pool call moves at most this much (as Tokio's File): a huge read or
+// write does not pin a buffer of its size.
+constexpr std::size_t max_chunk = std::size_t{2} << 20;
+
+// Releases the busy lock when the pool function returns or throws.
+struct release_on_exit {
+    mutex_guard& busy;
+    ~release_on_exit() { busy.unlock(); }
+};
+
+// Runs f(state) on the blocking pool under the file's busy lock.
+template <class F>
+task<std::invoke_result_t<F&, detail::file_state&>> run(state_ptr s, F f) {
+    mutex_guard busy = co_await s->busy.lock();
+    auto call = [s, busy = std::move(busy), f = std::move(f)]() mutable {
+        release_on_exit release{busy};
+        return f(*s);
+    };
+    // Named, not awaited as a temporary: the closure (a parameter of
+    // on_pool) must not be in the full-expression of the co_await (g++ 12,
+    // README "Compiler caveats").
+    task<std::invoke_result_t<F&, detail::file_state&>> pooled = detail::on_pool(std::move(call));
+    co_return co_await std::move(pooled);
+}
+
+// A syscall's result, retried on EINTR; other failures throw naming op.
+template <class Call>
+std::size_t checked(Call call, const char* op, const detail::file_state& s) {
+    for (;;) {
+        ssize_t n = call();
+        if (n >= 0) return static_cast<std::size_t>(n);
+        if (errno != EINTR) detail::fail(errno, op, s.path);
+    }
+}
+
+void write_fully(const detail::file_state& s, const std::string& data, std::uint64_t offset, bool at,
+                 const char* op) {
+    std::size_t done = 0;
+    while (done < data.size()) {
+        const char* p = data.data() + done;
+        std::size_t left = data.size() - done;
+        done += checked([&] { return at ? ::pwrite(s.fd, p, left, static_cast<off_t>(offset + done)) : ::write(s.fd, p, left); },
+                        op, s);
+    }
+}
+
+void check_zero(int r, const char* op, const detail::file_state& s) {
+    if (r != 0) detail::fail(errno, op, s.path);
+}
+
+}  // namespace
+
+// ---- open_options -------------------------------------------------------------
+int open_options::flags() const {
+    const char* what = "aspen::fs::open_options";
+    bool writes = write_ || append_;
+    if (!read_ && !writes) throw std::invalid_argument(std::string(what) + ": none of read, write or append is set");
+    if ((create_ || create_new_ || truncate_) && !writes)
+        throw std::invalid_argument(std::string(what) + ": create, create_new and truncate need write or append");
+    if (truncate_ && append_) throw std::invalid_argument(std::string(what) + ": truncate and append exclude each other");
+    int f = O_CLOEXEC | (read_ && writes ? O_RDWR : writes ? O_WRONLY : O_RDONLY);
+    if (append_) f |= O_APPEND;
+    if (truncate_) f |= O_TRUNC;
+    if (create_new_) f |= O_CREAT | O_EXCL;
+    else if (create_) f |= O_CREAT;
+    return f;
+}
+
+task<file> open_options::open(std::filesystem::path path) const {
+    int f = flags();  // throws here, in the caller's task, before anything runs
+    unsigned mode = mode_;
+    // The path is copied into the call, and the descriptor comes back owned
+    // by its state: if this task is aborted while the call runs, nothing
+    // the call uses is gone, and a file it opened is closed with the result.
+    task<state_ptr> opened = detail::on_pool([path, f, mode] {
+        for (;;) {
+            int fd = ::open(path.c_str(), f, mode);
+            if (fd >= 0) return std::make_shared<detail::file_state>(fd, path);
+            if (errno != EINTR) detail::fail(errno, "open", path);
+        }
+    });
+    state_ptr st = co_await std::move(opened);
+    co_return file(std::move(st));
+}
+
+// ---- file -------------------------------------------------------------------------
+file::~file() = default;
+
+task<file> file::open(std::filesystem::path path) { return open_options().read(true).open(std::move(path)); }
+
+task<file> file::create(std::filesystem::path path) {
+    return open_options().write(true).create(true).truncate(true).open(std::move(path));
+}
+
+std::shared_ptr<detail::file_state> file::require(const char* what) const {
+    if (!s_) throw std::logic_error(std::string(what) + ": the file is empty (moved-from or default-constructed)");
+    return s_;
+}
+
+int file::native_handle() const noexcept { return s_ ? s_->fd : -1; }
+
+task<std::size_t> file::read(void* data, std::size_t size) {
+    state_ptr s = require("aspen::fs::file::read");
+    if (size == 0) co_return 0;
+    std::size_t want = std::min(size, max_chunk);
+    task<std::string> op = run(std::move(s), [want](detail::file_state& st) {
+        std::string buf(want, '\0');
+        buf.resize(checked([&] { return ::read(st.fd, buf.data(), want); }, "read", st));
+        return buf;
+    });
+    std::string got = co_await std::move(op);
+    std::memcpy(data, got.data(), got.size());  // here, in the task: the caller's memory is alive
+    co_return got.size();
+}
+
+task<std::size_t> file::read_at(void* data, std::size_t size, std::uint64_t offset) {
+    state_ptr s = require("aspen::fs::file::read_at");
+    if (size == 0) co_return 0;
+    std::size_t want = std::min(size, max_chunk);
+    task<std::string> op = run(std::move(s), [want, offset](detail::file_state& st) {
+        std::string buf(want, '\0');
+        buf.resize(checked([&] { return ::pread(st.fd, buf.data(), want, static_cast<off_t>(offset)); }, "read_at", st));
+        return buf;
+    });
+    std::string got = co_await std::move(op);
+    std::memcpy(data, got.data(), got.size());
+    co_return got.size();
+}
+
+// The writes copy the caller's bytes into the call at once (see the header),
+// so the caller's buffer is free as soon as the call returns.
+task<std::size_t> file::write(const void* data, std::size_t size) {
+    state_ptr s = require("aspen::fs::file::write");
+    std::string bytes(static_cast<const char*>(data), std::min(size, max_chunk));
+    return run(std::move(s), [bytes = std::move(bytes)](detail::file_state& st) -> std::size_t {
+        if (bytes.empty()) return 0;
+        return checked([&] { return ::write(st.fd, bytes.data(), bytes.size()); }, "write", st);
+    });
+}
+
+task<void> file::write_all(const void* data, std::size_t size) {
+    state_ptr s = require("aspen::fs::file::write_all");
+    std::string bytes(static_cast<const char*>(data), size);
+    return run(std::move(s), [bytes = std::move(bytes)](detail::file_state& st) {
+        write_fully(st, bytes, 0, false, "write_all");
+    });
+}
+
+task<void> file::write_all(std::string_view text) { return write_all(text.data(), text.size()); }
+
+task<void> file::write_all_at(const void* data, std::size_t size, std::uint64_t offset) {
+    state_ptr s = require("aspen::fs::file::write_all_at");
+    std::string bytes(static_cast<const char*>(data), size);
+    return run(std::move(s), [bytes = std::move(bytes), offset](detail::file_state& st) {
+        write_fully(st, bytes, offset, true, "write_all_at");
+    });
+}
+
+task<std::uint64_t> file::seek(std::int64_t offset, seek_from whence) {
+    int w = whence == seek_from::start ? SEEK_SET : whence == seek_from::current ? SEEK_CUR : SEEK_END;
+    return run(require("aspen::fs::file::seek"), [offset, w](detail::file_state& st) {
+        off_t r = ::lseek(st.fd, static_cast<off_t>(offset), w);
+        if (r < 0) detail::fail(errno, "seek", st.path);
+        return static_cast<std::uint64_t>(r);
+    });
+}
+
+task<void> file::sync_all() {
+    return run(require("aspen::fs::file::sync_all"),
+               [](detail::file_state& st) { check_zero(::fsync(st.fd), "sync_all", st); });
+}
+
+task<void> file::sync_data() {
+    return run(require("aspen::fs::file::sync_data"),
+               [](detail::file_state& st) { check_zero(::fdatasync(st.fd), "sync_data", st); });
+}
+
+task<void> file::set_len(std::uint64_t size) {
+    return run(require("aspen::fs::file::set_len"), [size](detail::file_state& st) {
+        check_zero(::ftruncate(st.fd, static_cast<off_t>(size)), "set_len", st);
+    });
+}
+
+task<metadata_t> file::metadata() {
+    return run(require("aspen::fs::file::metadata"), [](detail::file_state& st) {
+        struct stat sb {};
+        check_zero(::fstat(st.fd, &sb), "metadata", st);
+        return detail::metadata_of(sb);
+    });
+}
+
+}  // namespace aspen::fs

@@ -1,0 +1,82 @@
+// What the aspen::fs functions (fs.cpp) and fs::file (file.cpp) share:
+// running a function on the blocking pool for a task, errors that name the
+// operation and the path, and metadata from a struct stat.
+#pragma once
+
+#include <aspen/fs.hpp>
+#include <aspen/spawn_blocking.hpp>
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+namespace aspen::fs::detail {
+
+namespace stdfs = std::filesystem;
+
+// Aborts a blocking function whose awaiting task went away (aborted, or a
+// lost timeout race) before it finished: if it has not started it never
+// runs. A dropped handle would only detach it.
+template <class R>
+struct abort_unless_finished {
+    join_handle<R>& h;
+    ~abort_unless_finished() {
+        if (h.valid() && !h.is_finished()) h.abort();
+    }
+};
+
+// Runs f on the blocking pool and gives its result to the awaiting task.
+// The handle is named before the co_await: with g++ 12 a temporary with a
+// destructor (this closure) in the full-expression of a co_await whose
+// operation throws is destroyed twice (README, "Compiler caveats").
+template <class F>
+task<std::invoke_result_t<F&>> on_pool(F f) {
+    auto h = aspen::spawn_blocking(std::move(f));
+    abort_unless_finished<std::invoke_result_t<F&>> guard{h};
+    co_return co_await h;
+}
+
+[[noreturn]] inline void fail(int err, const char* op, const stdfs::path& p) {
+    std::string what = "aspen::fs::";
+    what.append(op).append("(\"").append(p.string()).append("\")");
+    throw std::system_error(err, std::generic_category(), what);
+}
+
+// stat(2)'s mode as std::filesystem's file type.
+inline stdfs::file_type type_of(mode_t mode) noexcept {
+    switch (mode & S_IFMT) {
+        case S_IFREG:
+            return stdfs::file_type::regular;
+        case S_IFDIR:
+            return stdfs::file_type::directory;
+        case S_IFLNK:
+            return stdfs::file_type::symlink;
+        case S_IFBLK:
+            return stdfs::file_type::block;
+        case S_IFCHR:
+            return stdfs::file_type::character;
+        case S_IFIFO:
+            return stdfs::file_type::fifo;
+        case S_IFSOCK:
+            return stdfs::file_type::socket;
+        default:
+            return stdfs::file_type::unknown;
+    }
+}
+
+inline metadata_t metadata_of(const struct stat& st) {
+    metadata_t m;
+    m.type = type_of(st.st_mode);
+    m.permissions = static_cast<stdfs::perms>(st.st_mode & 07777);
+    if (m.is_file()) m.size = static_cast<std::uintmax_t>(st.st_size);
+    auto since_epoch = std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec);
+    m.modified = std::chrono::file_clock::from_sys(std::chrono::sys_time<std::chrono::nanoseconds>(since_epoch));
+    return m;
+}
+
+}  // namespace aspen::fs::detail
