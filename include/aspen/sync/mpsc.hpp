@@ -7,6 +7,8 @@
 //   if (back) { /* the receiver is gone: the value came back, unsent */ }
 //   std::optional<int> rest = tx.try_send(2);          // never waits
 //   while (std::optional<int> v = co_await rx.recv()) { ... }
+//   std::vector<int> batch;
+//   std::size_t n = co_await rx.recv_many(batch, 64);  // one message or more
 //   // nullopt: every sender is gone (or rx.close() was called) and the
 //   // buffer is drained: end of stream.
 //
@@ -69,6 +71,7 @@
 #include <aspen/detail/spin_mutex.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
+#include <aspen/task.hpp>
 #include <aspen/waker.hpp>
 
 #include <algorithm>
@@ -82,6 +85,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace aspen {
 
@@ -547,6 +551,26 @@ public:
 
     // co_await rx.recv() -> std::optional<T>; nullopt = end of stream.
     mpsc_recv_awaitable<T> recv() { return mpsc_recv_awaitable<T>(&checked("aspen::mpsc_receiver::recv")); }
+
+    // Waits for a message as recv() does, then takes those already buffered
+    // behind it, up to `limit` in all, appending them to out (as Tokio's
+    // recv_many): one wake for a burst. Returns how many; 0 only at end of
+    // stream, or for limit 0 (at once). Cancel-safe as recv(): aborted while
+    // it waits, it has taken nothing.
+    task<std::size_t> recv_many(std::vector<T>& out, std::size_t limit) {
+        if (limit == 0) co_return 0;
+        std::optional<T> first = co_await recv();
+        if (!first) co_return 0;
+        out.push_back(std::move(*first));
+        std::size_t n = 1;
+        while (n < limit) {
+            std::optional<T> more = try_recv();
+            if (!more) break;
+            out.push_back(std::move(*more));
+            ++n;
+        }
+        co_return n;
+    }
 
     // The next message if one is buffered now.
     std::optional<T> try_recv() {
