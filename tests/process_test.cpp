@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -433,6 +434,67 @@ TEST_P(Process, ManyChildrenAtOnceEachGetsItsOwnStatus) {
     ASSERT_EQ(codes.size(), static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) EXPECT_EQ(codes[i], i % 200) << i;
     EXPECT_EQ(net_test::open_fds(), before);
+}
+
+// The child reports its pid, process group and session (from /proc): by
+// default both are this process's; process_group(0) makes it the leader of
+// a group of its own; new_session(true) of a session of its own too.
+TEST_P(Process, ProcessGroupAndNewSession) {
+    struct ids {
+        long pid = -1, pgrp = -1, sid = -1;
+    };
+    struct outcome {
+        ids plain, grouped, session;
+    };
+    outcome o = aspen_test::run_on(
+        GetParam(),
+        []() -> task<outcome> {
+            auto report = [](command c) -> task<ids> {
+                c.arg("-c").arg("echo $$ $(cut -d' ' -f5,6 /proc/$$/stat)");
+                aspen::process_output out = co_await c.output();
+                ids r;
+                EXPECT_EQ(std::sscanf(out.stdout_text.c_str(), "%ld %ld %ld", &r.pid, &r.pgrp, &r.sid), 3)
+                    << out.stdout_text;
+                co_return r;
+            };
+            outcome o;
+            command plain("sh");
+            task<ids> plain_report = report(std::move(plain));  // the command parameter outside the co_await (README, "Compiler caveats")
+            o.plain = co_await std::move(plain_report);
+            command grouped("sh");
+            grouped.process_group(0);
+            task<ids> grouped_report = report(std::move(grouped));
+            o.grouped = co_await std::move(grouped_report);
+            command session("sh");
+            session.new_session(true);
+            task<ids> session_report = report(std::move(session));
+            o.session = co_await std::move(session_report);
+            co_return o;
+        }(),
+        "process groups");
+    EXPECT_EQ(o.plain.pgrp, static_cast<long>(::getpgrp()));
+    EXPECT_EQ(o.plain.sid, static_cast<long>(::getsid(0)));
+    EXPECT_EQ(o.grouped.pgrp, o.grouped.pid);
+    EXPECT_EQ(o.grouped.sid, static_cast<long>(::getsid(0)));
+    EXPECT_EQ(o.session.pgrp, o.session.pid);
+    EXPECT_EQ(o.session.sid, o.session.pid);
+}
+
+TEST(ProcessErrors, BadProcessGroupsAreRefused) {
+    auto message_of = [](const command& c) -> std::string {
+        try {
+            (void)c.spawn();
+        } catch (const std::invalid_argument& e) {
+            return e.what();
+        }
+        return "(nothing thrown)";
+    };
+    command negative("true");
+    negative.process_group(-1);
+    EXPECT_NE(message_of(negative).find("process_group(-1)"), std::string::npos);
+    command both("true");
+    both.process_group(0).new_session(true);
+    EXPECT_NE(message_of(both).find("exclude each other"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, Process, aspen_test::runtime_kinds, aspen_test::kind_name);

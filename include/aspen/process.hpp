@@ -186,6 +186,17 @@ public:
     // SIGKILL the child when its aspen::child is destroyed before its
     // status was collected (default: it keeps running).
     command& kill_on_drop(bool on);
+    // setpgid(0, pgid) in the child before exec (as Tokio's
+    // process_group): 0 makes the child the leader of a new process group
+    // (its pid is the group id), so that a terminal's SIGINT to this
+    // process's group does not reach it, and kill(-pid, sig) reaches the
+    // child and everything it starts. A negative pgid:
+    // std::invalid_argument at spawn.
+    command& process_group(int pgid);
+    // setsid() in the child before exec: a new session (and process group)
+    // without a controlling terminal, as a daemon starts. Excludes
+    // process_group (std::invalid_argument at spawn if both are set).
+    command& new_session(bool on);
 
     // Starts the program (see the top of this file for the errors).
     child spawn() const;
@@ -209,6 +220,8 @@ private:
     std::optional<std::string> dir_;
     std::optional<stdio> stdin_, stdout_, stderr_;
     bool kill_on_drop_ = false;
+    std::optional<int> process_group_;
+    bool new_session_ = false;
 };
 
 }  // namespace aspen

@@ -326,6 +326,16 @@ command& command::set_stderr(stdio s) {
     stderr_ = s;
     return *this;
 }
+command& command::process_group(int pgid) {
+    process_group_ = pgid;
+    return *this;
+}
+
+command& command::new_session(bool on) {
+    new_session_ = on;
+    return *this;
+}
+
 command& command::kill_on_drop(bool on) {
     kill_on_drop_ = on;
     return *this;
@@ -370,6 +380,17 @@ public:
     }
     posix_spawn_file_actions_t* actions() noexcept { return &actions_; }
     const posix_spawnattr_t* attr() const noexcept { return &attr_; }
+    // Adds POSIX_SPAWN_SETPGROUP (with the group) or POSIX_SPAWN_SETSID.
+    void set_group(std::optional<int> pgid, bool new_session) {
+        short flags = 0;
+        check(::posix_spawnattr_getflags(&attr_, &flags));
+        if (pgid) {
+            check(::posix_spawnattr_setpgroup(&attr_, static_cast<pid_t>(*pgid)));
+            flags |= POSIX_SPAWN_SETPGROUP;
+        }
+        if (new_session) flags |= POSIX_SPAWN_SETSID;
+        check(::posix_spawnattr_setflags(&attr_, flags));
+    }
 
 private:
     const std::string& what_;
@@ -397,6 +418,12 @@ child command::spawn() const {
     }
     if (dir_ && (dir_->empty() || has_nul(*dir_)))
         throw std::invalid_argument(what + ": the working directory is empty or contains a NUL byte");
+    if (process_group_ && *process_group_ < 0)
+        throw std::invalid_argument(what + ": process_group(" + std::to_string(*process_group_) +
+                                    "): a process group id is 0 (a new group) or positive");
+    if (process_group_ && new_session_)
+        throw std::invalid_argument(what + ": process_group and new_session exclude each other (a new session is "
+                                           "a new process group)");
     reap_orphans();
 
     std::vector<char*> argv;
@@ -446,6 +473,7 @@ child command::spawn() const {
         }
     }
     if (dir_) setup.check(::posix_spawn_file_actions_addchdir_np(setup.actions(), dir_->c_str()));
+    setup.set_group(process_group_, new_session_);
 
     pid_t pid = 0;
     if (int err = ::posix_spawnp(&pid, argv[0], setup.actions(), setup.attr(), argv.data(), env))
