@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
@@ -703,6 +704,7 @@ TEST(LocalQueue, PopOldestRacesInProgressSteals) {
 
     std::thread owner([&] {
         std::uint32_t next = 0;
+        bool first_fill = true;
         while (next < n_items && !wedged.load(std::memory_order_relaxed)) {
             // Fill the ring, then drain it oldest-first while the thief steals.
             while (next < n_items) {
@@ -710,6 +712,18 @@ TEST(LocalQueue, PopOldestRacesInProgressSteals) {
                 t->payload = std::uint64_t{t->id} * 3 + 1;
                 if (!q.push(t)) break;
                 ++next;
+            }
+            // The first time, let the thief in before draining: on a loaded
+            // machine (a sanitizer build under ctest -j 2) the owner took all
+            // 300,000 items before the thief thread first ran, and the race
+            // under test never happened (seen once: steals=0). Later rounds
+            // race freely; the wait is bounded, and a thief that never
+            // steals still fails the steals check below.
+            if (first_fill) {
+                first_fill = false;
+                auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+                while (steals.load(std::memory_order_relaxed) == 0 && std::chrono::steady_clock::now() < give_up)
+                    std::this_thread::yield();
             }
             // push may fail on an empty ring only while a steal is in
             // progress (the claimed slots still count). If the thief is idle
