@@ -109,15 +109,20 @@ int open_options::flags() const {
     return f;
 }
 
+// Not a coroutine: the options are read here, at the call, so a temporary
+// open_options (open_options().read(true).open(p)) may be gone by the time
+// the task runs.
 task<file> open_options::open(std::filesystem::path path) const {
-    int f = flags();  // throws here, in the caller's task, before anything runs
-    unsigned mode = mode_;
+    return open_with(std::move(path), flags(), mode_);  // flags() throws here
+}
+
+task<file> open_options::open_with(std::filesystem::path path, int flags, unsigned mode) {
     // The path is copied into the call, and the descriptor comes back owned
     // by its state: if this task is aborted while the call runs, nothing
     // the call uses is gone, and a file it opened is closed with the result.
-    task<state_ptr> opened = detail::on_pool([path, f, mode] {
+    task<state_ptr> opened = detail::on_pool([path, flags, mode] {
         for (;;) {
-            int fd = ::open(path.c_str(), f, mode);
+            int fd = ::open(path.c_str(), flags, mode);
             if (fd >= 0) return std::make_shared<detail::file_state>(fd, path);
             if (errno != EINTR) detail::fail(errno, "open", path);
         }

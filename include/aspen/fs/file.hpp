@@ -70,13 +70,15 @@ public:
 
     // std::invalid_argument for a combination that cannot open anything
     // (no access mode; create, create_new or truncate without write access;
-    // truncate with append), before anything runs.
+    // truncate with append), thrown by this call itself. The options are
+    // read at the call: the open_options object need not outlive the task.
     task<file> open(std::filesystem::path path) const;
 
     // open(2)'s flags for these options (std::invalid_argument as above).
     int flags() const;
 
 private:
+    static task<file> open_with(std::filesystem::path path, int flags, unsigned mode);
     bool read_ = false, write_ = false, append_ = false, truncate_ = false, create_ = false, create_new_ = false;
     unsigned mode_ = 0666;
 };
