@@ -219,23 +219,25 @@ TEST(ProcessErrors, SpawnFailuresThrowAndLeakNothing) {
     EXPECT_EQ(net_test::open_fds(), before);
 }
 
+// What spawn() says when it refuses a command with std::invalid_argument.
+std::string refusal_of(const command& c) {
+    try {
+        (void)c.spawn();
+    } catch (const std::invalid_argument& e) {
+        return e.what();
+    }
+    return "(nothing thrown)";
+}
+
 TEST(ProcessErrors, BadInputIsRefusedAtSpawnSayingWhy) {
-    auto message_of = [](const command& c) -> std::string {
-        try {
-            (void)c.spawn();
-        } catch (const std::invalid_argument& e) {
-            return e.what();
-        }
-        return "(nothing thrown)";
-    };
-    EXPECT_NE(message_of(command("")).find("program name is empty"), std::string::npos);
-    EXPECT_NE(message_of(command("echo").arg(std::string("a\0b", 3))).find("argument 1 contains a NUL"),
+    EXPECT_NE(refusal_of(command("")).find("program name is empty"), std::string::npos);
+    EXPECT_NE(refusal_of(command("echo").arg(std::string("a\0b", 3))).find("argument 1 contains a NUL"),
               std::string::npos);
-    EXPECT_NE(message_of(command("echo").env("A=B", "x")).find("\"A=B\""), std::string::npos);
-    EXPECT_NE(message_of(command("echo").env("", "x")).find("name \"\""), std::string::npos);
-    EXPECT_NE(message_of(command("echo").env("A", std::string("\0", 1))).find("value of environment variable A"),
+    EXPECT_NE(refusal_of(command("echo").env("A=B", "x")).find("\"A=B\""), std::string::npos);
+    EXPECT_NE(refusal_of(command("echo").env("", "x")).find("name \"\""), std::string::npos);
+    EXPECT_NE(refusal_of(command("echo").env("A", std::string("\0", 1))).find("value of environment variable A"),
               std::string::npos);
-    EXPECT_NE(message_of(command("echo").current_dir("")).find("working directory"), std::string::npos);
+    EXPECT_NE(refusal_of(command("echo").current_dir("")).find("working directory"), std::string::npos);
     // An empty child refuses everything.
     child empty;
     EXPECT_THROW((void)empty.wait(), std::logic_error);
@@ -481,20 +483,12 @@ TEST_P(Process, ProcessGroupAndNewSession) {
 }
 
 TEST(ProcessErrors, BadProcessGroupsAreRefused) {
-    auto message_of = [](const command& c) -> std::string {
-        try {
-            (void)c.spawn();
-        } catch (const std::invalid_argument& e) {
-            return e.what();
-        }
-        return "(nothing thrown)";
-    };
     command negative("true");
     negative.process_group(-1);
-    EXPECT_NE(message_of(negative).find("process_group(-1)"), std::string::npos);
+    EXPECT_NE(refusal_of(negative).find("process_group(-1)"), std::string::npos);
     command both("true");
     both.process_group(0).new_session(true);
-    EXPECT_NE(message_of(both).find("exclude each other"), std::string::npos);
+    EXPECT_NE(refusal_of(both).find("exclude each other"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, Process, aspen_test::runtime_kinds, aspen_test::kind_name);
