@@ -441,6 +441,53 @@ TEST_P(Parallel, AnAsyncBodysExceptionIsRethrown) {
     EXPECT_TRUE(run_on(kind(), async_body_throws(), "async throw"));
 }
 
+// An async reduce chunk: each chunk yields (and every seventh sleeps) before
+// it returns its part, a concatenation, so the result shows that every
+// chunk was awaited and combined in index order.
+aspen::task<std::vector<int>> concatenated_async(int n, std::size_t grain) {
+    auto chunk = [](int lo, int hi) -> aspen::task<std::vector<int>> {
+        co_await aspen::yield_now();
+        if (lo % 7 == 0) co_await aspen::sleep(std::chrono::milliseconds(1));
+        std::vector<int> part;
+        for (int i = lo; i < hi; ++i) part.push_back(i);
+        co_return part;
+    };
+    auto combine = [](std::vector<int> a, std::vector<int> b) {
+        a.insert(a.end(), b.begin(), b.end());
+        return a;
+    };
+    co_return co_await aspen::parallel_reduce(0, n, std::vector<int>{}, chunk, combine, grain);
+}
+
+TEST_P(Parallel, ReduceAwaitsAsyncChunksAndCombinesInIndexOrder) {
+    for (std::size_t grain : {std::size_t{0}, std::size_t{1}, std::size_t{13}}) {
+        auto v = run_on(kind(), concatenated_async(500, grain), "async reduce");
+        std::vector<int> want(500);
+        std::iota(want.begin(), want.end(), 0);
+        EXPECT_EQ(v, want) << grain;
+    }
+}
+
+// An async chunk that throws after a suspension: the exception reaches the
+// caller of parallel_reduce.
+aspen::task<bool> async_reduce_throws() {
+    auto chunk = [](int lo, int) -> aspen::task<long> {
+        co_await aspen::yield_now();
+        if (lo == 40) throw chunk_failed("async reduce");
+        co_return 1L;
+    };
+    try {
+        (void)co_await aspen::parallel_reduce(0, 100, 0L, chunk, std::plus<>(), 10);
+    } catch (const chunk_failed& e) {
+        co_return std::string(e.what()) == "async reduce";
+    }
+    co_return false;
+}
+
+TEST_P(Parallel, AnAsyncReduceChunksExceptionIsRethrown) {
+    EXPECT_TRUE(run_on(kind(), async_reduce_throws(), "async reduce throw"));
+}
+
 // Chunks wait on an event nobody sets; the caller is aborted. The pieces
 // still waiting are destroyed at shutdown, and with them the block: every
 // copy of the body (holding a token) is gone afterwards.

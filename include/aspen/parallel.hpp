@@ -38,9 +38,10 @@
 // once (each index once), through one copy of the function object.
 //
 // Async bodies. A body of parallel_for, parallel_for_chunks,
-// parallel_for_each or parallel_invoke may return an aspen::task, which the
-// chunk awaits before its next index: the body can then co_await anything,
-// a nested parallel call included:
+// parallel_for_each or parallel_invoke, and the chunk function of
+// parallel_reduce (a task<U>, U convertible to T), may return an
+// aspen::task, which the chunk awaits before its next index: the body can
+// then co_await anything, a nested parallel call included:
 //
 //   co_await aspen::parallel_for(0, rows, [&](int r) -> aspen::task<void> {
 //       co_await aspen::parallel_for(0, cols, [&](int c) { cell(r, c); });
@@ -218,7 +219,20 @@ task<void> call_or_await(F& f, A... args) {
     co_return;  // a coroutine whichever branch is kept
 }
 
-// parallel_reduce's body: one result slot per chunk.
+// What a reduce chunk gives: its result, or what the task it returns gives.
+template <class R>
+struct awaited_value {
+    using type = R;
+};
+template <class U>
+struct awaited_value<task<U>> {
+    using type = U;
+};
+template <class Chunk, class I>
+using chunk_value_t = typename awaited_value<std::invoke_result_t<Chunk&, I, I>>::type;
+
+// parallel_reduce's body: one result slot per chunk. With an async chunk
+// function the body returns a task too (chunk_job then awaits it).
 template <class I, class T, class Chunk>
 struct reduce_body {
     I first;
@@ -226,8 +240,15 @@ struct reduce_body {
     Chunk chunk;
     std::vector<std::optional<T>> partial;
 
-    void operator()(std::size_t k) {
-        partial[k].emplace(chunk(index_at(first, cut.begin(k)), index_at(first, cut.begin(k + 1))));
+    auto operator()(std::size_t k) {
+        if constexpr (returns_task_v<Chunk, I, I>) return store_awaited(k);
+        else partial[k].emplace(chunk(index_at(first, cut.begin(k)), index_at(first, cut.begin(k + 1))));
+    }
+
+private:
+    task<void> store_awaited(std::size_t k) {
+        chunk_value_t<Chunk, I> v = co_await chunk(index_at(first, cut.begin(k)), index_at(first, cut.begin(k + 1)));
+        partial[k].emplace(std::move(v));
     }
 };
 
@@ -348,7 +369,7 @@ task<void> parallel_for_each(It first, It last, F f, std::size_t grain = 0) {
 // in index order, starting from identity (see "Chunks"):
 // combine(...combine(combine(identity, r0), r1)..., r_last).
 template <std::integral I, class T, class Chunk, class Combine>
-    requires std::invocable<Chunk&, I, I> && std::convertible_to<std::invoke_result_t<Chunk&, I, I>, T> &&
+    requires std::invocable<Chunk&, I, I> && std::convertible_to<detail::par::chunk_value_t<Chunk, I>, T> &&
              std::invocable<Combine&, T, T>
 task<T> parallel_reduce(I first, I last, T identity, Chunk chunk, Combine combine, std::size_t grain = 0) {
     const std::size_t n = detail::par::index_span(first, last);
