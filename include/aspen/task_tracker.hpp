@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 namespace aspen {
@@ -46,8 +47,8 @@ namespace detail {
 // after the tracker object is gone.
 class tracker_state {
 public:
-    void add() { change(+1, closed_); }
-    void remove() { change(-1, closed_); }
+    void add() { change(+1, std::nullopt); }
+    void remove() { change(-1, std::nullopt); }
     void set_closed(bool closed) { change(0, closed); }
     std::size_t count() const {
         std::lock_guard g(lock_);
@@ -61,11 +62,13 @@ public:
 
 private:
     // Under the lock, so that concurrent changes leave idle_ matching the
-    // last state: set exactly while closed with no task.
-    void change(int delta, bool closed) {
+    // last state: set exactly while closed with no task. (closed_ is read
+    // and written only here: a count change that passed in the flag it read
+    // before locking could undo a concurrent close.)
+    void change(int delta, std::optional<bool> closed) {
         std::lock_guard g(lock_);
         tasks_ += static_cast<std::size_t>(delta);
-        closed_ = closed;
+        if (closed) closed_ = *closed;
         if (closed_ && tasks_ == 0) idle_.set();
         else idle_.reset();
     }
