@@ -40,6 +40,9 @@
 #include <aspen/net/address.hpp>
 #include <aspen/waker.hpp>
 
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -259,6 +262,21 @@ inline attempt_result classify_errno(const char* what) {
     if (err == EAGAIN || err == EWOULDBLOCK) return attempt_result::would_block;
     if (err == EINTR) return attempt_result::again;
     throw_errno(err, what);
+}
+
+// One recvfrom of a datagram socket (recv_from, peek_from and try_recv_from
+// of udp_socket and unix_datagram): MSG_TRUNC makes it return the
+// datagram's real length, so a datagram longer than the buffer shows as
+// truncated. The sender's address goes to from / from_len; on done, size
+// and truncated say what was stored.
+inline attempt_result recvfrom_once(int fd, void* data, std::size_t size, bool peek, sockaddr* from,
+                                    socklen_t& from_len, std::size_t& stored, bool& truncated, const char* what) {
+    int flags = MSG_TRUNC | (peek ? MSG_PEEK : 0);
+    ssize_t n = ::recvfrom(fd, data, size, flags, from, &from_len);
+    if (n < 0) return classify_errno(what);
+    stored = std::min(static_cast<std::size_t>(n), size);
+    truncated = static_cast<std::size_t>(n) > size;
+    return attempt_result::done;
 }
 
 }  // namespace aspen::detail

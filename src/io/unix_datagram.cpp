@@ -43,14 +43,10 @@ attempt_result recv_from_once(int fd, void* data, std::size_t size, bool peek, u
                               const char* what) {
     sockaddr_un from{};
     socklen_t len = sizeof from;
-    // MSG_TRUNC: returns the datagram's real length, so truncation shows.
-    int flags = MSG_TRUNC | (peek ? MSG_PEEK : 0);
-    ssize_t n = ::recvfrom(fd, data, size, flags, reinterpret_cast<sockaddr*>(&from), &len);
-    if (n < 0) return detail::classify_errno(what);
-    out.size = std::min(static_cast<std::size_t>(n), size);
-    out.truncated = static_cast<std::size_t>(n) > size;
-    out.path = detail::path_of(from, len);
-    return attempt_result::done;
+    attempt_result r = detail::recvfrom_once(fd, data, size, peek, reinterpret_cast<sockaddr*>(&from), len,
+                                             out.size, out.truncated, what);
+    if (r == attempt_result::done) out.path = detail::path_of(from, len);
+    return r;
 }
 
 // would_block: the receiver's queue (or this socket's send buffer) is full.
