@@ -113,6 +113,7 @@ class context;
 namespace aspen::detail {
 
 class scheduler;
+struct local_binding;  // aspen/task_local.hpp
 
 namespace state {
 inline constexpr std::uint64_t running = 1u << 0;
@@ -145,6 +146,7 @@ struct alignas(16) task_header {
     task_header* join_target = nullptr;    // the task this one is joining
     task_header* reg_prev = nullptr;    // registry of live tasks (shutdown)
     task_header* reg_next = nullptr;
+    local_binding* locals = nullptr;    // task_local bindings, innermost first
     std::exception_ptr error;           // a root's exception (copied at completion)
     void (*result_dtor)(void*) = nullptr;  // set while a result with a destructor lives in the slot
     std::uint32_t alloc_size = 0;       // bytes of header + frame + result slot
