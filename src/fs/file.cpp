@@ -66,27 +66,6 @@ task<std::invoke_result_t<F&, detail::file_state&>> run(state_ptr s, F f) {
     co_return co_await std::move(pooled);
 }
 
-// A syscall's result, retried on EINTR; other failures throw naming op.
-template <class Call>
-std::size_t checked(Call call, const char* op, const detail::file_state& s) {
-    for (;;) {
-        ssize_t n = call();
-        if (n >= 0) return static_cast<std::size_t>(n);
-        if (errno != EINTR) detail::fail(errno, op, s.path);
-    }
-}
-
-void write_fully(const detail::file_state& s, const std::string& data, std::uint64_t offset, bool at,
-                 const char* op) {
-    std::size_t done = 0;
-    while (done < data.size()) {
-        const char* p = data.data() + done;
-        std::size_t left = data.size() - done;
-        done += checked([&] { return at ? ::pwrite(s.fd, p, left, static_cast<off_t>(offset + done)) : ::write(s.fd, p, left); },
-                        op, s);
-    }
-}
-
 void check_zero(int r, const char* op, const detail::file_state& s) {
     if (r != 0) detail::fail(errno, op, s.path);
 }
@@ -153,7 +132,7 @@ task<std::size_t> file::read(void* data, std::size_t size) {
     std::size_t want = std::min(size, max_chunk);
     task<std::string> op = run(std::move(s), [want](detail::file_state& st) {
         std::string buf(want, '\0');
-        buf.resize(checked([&] { return ::read(st.fd, buf.data(), want); }, "read", st));
+        buf.resize(detail::retry_eintr([&] { return ::read(st.fd, buf.data(), want); }, "read", st.path));
         return buf;
     });
     std::string got = co_await std::move(op);
@@ -167,7 +146,8 @@ task<std::size_t> file::read_at(void* data, std::size_t size, std::uint64_t offs
     std::size_t want = std::min(size, max_chunk);
     task<std::string> op = run(std::move(s), [want, offset](detail::file_state& st) {
         std::string buf(want, '\0');
-        buf.resize(checked([&] { return ::pread(st.fd, buf.data(), want, static_cast<off_t>(offset)); }, "read_at", st));
+        buf.resize(detail::retry_eintr([&] { return ::pread(st.fd, buf.data(), want, static_cast<off_t>(offset)); },
+                                       "read_at", st.path));
         return buf;
     });
     std::string got = co_await std::move(op);
@@ -182,7 +162,7 @@ task<std::size_t> file::write(const void* data, std::size_t size) {
     std::string bytes(static_cast<const char*>(data), std::min(size, max_chunk));
     return run(std::move(s), [bytes = std::move(bytes)](detail::file_state& st) -> std::size_t {
         if (bytes.empty()) return 0;
-        return checked([&] { return ::write(st.fd, bytes.data(), bytes.size()); }, "write", st);
+        return detail::retry_eintr([&] { return ::write(st.fd, bytes.data(), bytes.size()); }, "write", st.path);
     });
 }
 
@@ -190,7 +170,7 @@ task<void> file::write_all(const void* data, std::size_t size) {
     state_ptr s = require("aspen::fs::file::write_all");
     std::string bytes(static_cast<const char*>(data), size);
     return run(std::move(s), [bytes = std::move(bytes)](detail::file_state& st) {
-        write_fully(st, bytes, 0, false, "write_all");
+        detail::write_fully(st.fd, bytes, std::nullopt, "write_all", st.path);
     });
 }
 
@@ -200,7 +180,7 @@ task<void> file::write_all_at(const void* data, std::size_t size, std::uint64_t 
     state_ptr s = require("aspen::fs::file::write_all_at");
     std::string bytes(static_cast<const char*>(data), size);
     return run(std::move(s), [bytes = std::move(bytes), offset](detail::file_state& st) {
-        write_fully(st, bytes, offset, true, "write_all_at");
+        detail::write_fully(st.fd, bytes, offset, "write_all_at", st.path);
     });
 }
 

@@ -62,13 +62,9 @@ std::string read_file(const stdfs::path& p) {
     std::size_t used = 0;
     for (;;) {
         if (used == out.size()) out.resize(out.size() * 2);
-        ssize_t n = ::read(f.fd(), out.data() + used, out.size() - used);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            fail(errno, "read", p);
-        }
+        std::size_t n = detail::retry_eintr([&] { return ::read(f.fd(), out.data() + used, out.size() - used); }, "read", p);
         if (n == 0) break;
-        used += static_cast<std::size_t>(n);
+        used += n;
     }
     out.resize(used);
     return out;
@@ -76,15 +72,7 @@ std::string read_file(const stdfs::path& p) {
 
 void write_file(const stdfs::path& p, const std::string& data, int flags, const char* op) {
     open_fd f(p, O_WRONLY | O_CREAT | flags, op);
-    std::size_t done = 0;
-    while (done < data.size()) {
-        ssize_t n = ::write(f.fd(), data.data() + done, data.size() - done);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            fail(errno, op, p);
-        }
-        done += static_cast<std::size_t>(n);
-    }
+    detail::write_fully(f.fd(), data, std::nullopt, op, p);
     f.close_checked();
 }
 

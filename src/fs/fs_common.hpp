@@ -7,9 +7,13 @@
 #include <aspen/spawn_blocking.hpp>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -45,6 +49,31 @@ task<std::invoke_result_t<F&>> on_pool(F f) {
     std::string what = "aspen::fs::";
     what.append(op).append("(\"").append(p.string()).append("\")");
     throw std::system_error(err, std::generic_category(), what);
+}
+
+// A syscall's result, retried on EINTR; other failures throw naming op
+// and the path.
+template <class Call>
+std::size_t retry_eintr(Call call, const char* op, const stdfs::path& p) {
+    for (;;) {
+        auto n = call();
+        if (n >= 0) return static_cast<std::size_t>(n);
+        if (errno != EINTR) fail(errno, op, p);
+    }
+}
+
+// Writes all of data to fd: at its file offset, or from `at` on with
+// pwrite (which leaves the file offset alone). Short writes go on.
+inline void write_fully(int fd, const std::string& data, std::optional<std::uint64_t> at, const char* op,
+                        const stdfs::path& p) {
+    std::size_t done = 0;
+    while (done < data.size()) {
+        const char* from = data.data() + done;
+        std::size_t left = data.size() - done;
+        done += retry_eintr(
+            [&] { return at ? ::pwrite(fd, from, left, static_cast<off_t>(*at + done)) : ::write(fd, from, left); }, op,
+            p);
+    }
 }
 
 // stat(2)'s mode as std::filesystem's file type.
