@@ -35,6 +35,10 @@ struct config {
     // idle and no spawn_blocking function runs, so timeouts in tests run
     // instantly and deterministically.
     bool start_paused = false;
+    // Time every poll into the workers' poll_time_histogram and
+    // longest_poll_ns (metrics.hpp): two clock reads a poll, so off by
+    // default. To find tasks that hold a worker too long between awaits.
+    bool poll_time_histogram = false;
     // Consecutive runs from the next slot before its task must wait behind
     // other ready work (a ping-ponging pair cannot starve the rest).
     std::uint32_t max_next_slot_runs = 3;

@@ -3,10 +3,16 @@
 // the set is not one atomic snapshot).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 namespace aspen {
+
+// Buckets of worker_metrics::poll_time_histogram: bucket 0 counts polls
+// shorter than 1 us, bucket i (1 <= i < 15) those of [2^(i-1), 2^i) us,
+// bucket 15 those of 2^14 us (16.4 ms) and longer.
+inline constexpr std::size_t poll_time_buckets = 16;
 
 struct worker_metrics {
     std::uint64_t polls = 0;              // task polls (runs) on this worker
@@ -26,6 +32,11 @@ struct worker_metrics {
     std::uint64_t unparks = 0;            // times it woke up
     std::uint64_t send_polls = 0;         // reactor polls right after a TCP write to a
                                           // loopback peer (fewer when they find nothing)
+    // Only with config::poll_time_histogram (else zero). A poll's time
+    // includes the tasks it ran nested (a join that ran its child inline).
+    std::array<std::uint64_t, poll_time_buckets> poll_time_histogram{};
+    std::uint64_t poll_time_ns = 0;       // all polls together
+    std::uint64_t longest_poll_ns = 0;    // the longest single poll
 
     worker_metrics& operator+=(const worker_metrics& o) noexcept;
 };

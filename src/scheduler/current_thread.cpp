@@ -6,7 +6,7 @@ namespace aspen::detail {
 
 current_thread_scheduler::current_thread_scheduler(const config& cfg)
     : scheduler(cfg, 1), global_queue_interval_(cfg.global_queue_interval), event_interval_(cfg.event_interval),
-      ticks_to_event_(cfg.event_interval) {}
+      ticks_to_event_(cfg.event_interval), time_polls_(cfg.poll_time_histogram) {}
 
 current_thread_scheduler::~current_thread_scheduler() { shutdown(); }
 
@@ -73,8 +73,7 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
             idle();
             continue;
         }
-        counters_.polls.add();
-        poll_outcome o = poll_task(t);
+        poll_outcome o = counted_poll(t, counters_, time_polls_);
         if (o == poll_outcome::requeue || o == poll_outcome::yield) local_.push_back(t);
     }
     // Shut down from another thread while we drove: this thread owns the

@@ -36,6 +36,7 @@ private:
     std::uint32_t global_queue_interval_;
     std::uint32_t event_interval_;
     std::uint32_t ticks_to_event_;  // next non-blocking driver poll
+    bool time_polls_;               // config::poll_time_histogram
     std::deque<task_header*> local_;  // driver thread only
     injector<task_header> remote_;
     std::atomic<bool> driving_{false};

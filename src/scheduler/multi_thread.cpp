@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
 
 namespace aspen::detail {
@@ -29,7 +30,20 @@ worker_metrics worker_counters::read() const noexcept {
     m.parks = parks.get();
     m.unparks = unparks.get();
     m.send_polls = send_polls.get();
+    for (std::size_t i = 0; i < poll_time_buckets; ++i) m.poll_time_histogram[i] = poll_time[i].get();
+    m.poll_time_ns = poll_time_ns.get();
+    m.longest_poll_ns = longest_poll_ns.get();
     return m;
+}
+
+void worker_counters::record_poll_time(std::chrono::nanoseconds d) noexcept {
+    auto ns = static_cast<std::uint64_t>(std::max<std::int64_t>(d.count(), 0));
+    // Bucket i >= 1 holds [2^(i-1), 2^i) us: one more than the bit width of
+    // the whole microseconds.
+    std::size_t bucket = std::min<std::size_t>(std::bit_width(ns / 1000), poll_time_buckets - 1);
+    poll_time[bucket].add();
+    poll_time_ns.add(ns);
+    longest_poll_ns.raise_to(ns);
 }
 
 multi_thread_scheduler::worker::worker(multi_thread_scheduler& s, std::size_t i, std::uint32_t capacity)
@@ -316,9 +330,8 @@ void multi_thread_scheduler::found_work(worker& w) {
 }
 
 void multi_thread_scheduler::run_task(worker& w, task_header* t) {
-    w.counters.polls.add();
     polling_worker = &w;
-    poll_outcome outcome = poll_task(t);
+    poll_outcome outcome = counted_poll(t, w.counters, cfg_.poll_time_histogram);
     polling_worker = nullptr;
     // Nothing stays staged between polls (see "Staging" in the header).
     if (w.num_staged) publish_staged(w, w.num_staged);

@@ -99,6 +99,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -109,8 +110,23 @@ namespace aspen::detail {
 struct worker_counters {
     counter polls, tasks_spawned, tasks_completed, next_slot_runs, inlined_joins, local_pushes, overflows, overflow_tasks, injector_pops,
         steal_operations, tasks_stolen, failed_steals, parks, unparks, send_polls;
+    std::array<counter, poll_time_buckets> poll_time;
+    counter poll_time_ns, longest_poll_ns;
     worker_metrics read() const noexcept;
+    void record_poll_time(std::chrono::nanoseconds d) noexcept;
 };
+
+// Polls t for a worker, counting the poll; with config::poll_time_histogram
+// (`timed`) it also times it, so the clock is read only when asked for.
+inline poll_outcome counted_poll(task_header* t, worker_counters& c, bool timed) noexcept {
+    c.polls.add();
+    if (!timed) [[likely]]
+        return poll_task(t);
+    auto start = std::chrono::steady_clock::now();
+    poll_outcome o = poll_task(t);
+    c.record_poll_time(std::chrono::steady_clock::now() - start);
+    return o;
+}
 
 class multi_thread_scheduler final : public scheduler {
 public:

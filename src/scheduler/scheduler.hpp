@@ -26,6 +26,10 @@ public:
         v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
     }
     std::uint64_t get() const noexcept { return v_.load(std::memory_order_relaxed); }
+    // relaxed: as add.
+    void raise_to(std::uint64_t n) noexcept {
+        if (n > get()) v_.store(n, std::memory_order_relaxed);
+    }
 
 private:
     std::atomic<std::uint64_t> v_{0};
