@@ -7,4 +7,5 @@
 #include <aspen/io/buf_reader.hpp>
 #include <aspen/io/buf_writer.hpp>
 #include <aspen/io/copy.hpp>
+#include <aspen/io/duplex.hpp>
 #include <aspen/io/frame.hpp>

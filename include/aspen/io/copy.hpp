@@ -19,8 +19,9 @@
 // stream), and the other direction goes on alone. It returns once both
 // directions ended: {bytes a -> b, bytes b -> a}. The first error of either
 // direction (a reset, a refused write) is thrown at once and ends both
-// directions. a and b are byte streams of this runtime: tcp_stream or
-// unix_stream (not split halves: each side is read and written). Each
+// directions. a and b are byte streams of this runtime whose operations it
+// can poll by hand (bidirectional_stream): tcp_stream, unix_stream or
+// io::duplex_stream (not split halves: each side is read and written). Each
 // transfer spends coop budget, like the streams' own awaits, so two busy
 // directions cannot hog a worker. Not cancel-safe, as copy (bytes between
 // a read and its write are in a buffer of the call).
@@ -36,6 +37,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 
 namespace aspen::io {
 
@@ -55,12 +57,21 @@ task<std::uint64_t> copy(R& reader, W& writer) {
     }
 }
 
+// A transfer copy_bidirectional can poll by hand: poll(context&) true once
+// done (the waker stored otherwise), then await_resume() gives the count or
+// throws the error (transfer_awaitable, duplex_awaitable).
+template <class Op>
+concept pollable_transfer = std::move_constructible<Op> && requires(Op& op, context& cx) {
+    { op.poll(cx) } -> std::same_as<bool>;
+    { op.await_resume() } -> std::same_as<std::size_t>;
+};
+
 // A stream copy_bidirectional can drive: its reads and writes are leaf
 // awaitables it can poll by hand, and it can shut down its write side.
 template <class S>
-concept duplex_stream = requires(S& s, void* p, const void* cp, std::size_t n) {
-    { s.read(p, n) } -> std::same_as<transfer_awaitable>;
-    { s.write(cp, n) } -> std::same_as<transfer_awaitable>;
+concept bidirectional_stream = requires(S& s, void* p, const void* cp, std::size_t n) {
+    { s.read(p, n) } -> pollable_transfer;
+    { s.write(cp, n) } -> pollable_transfer;
     s.shutdown();
 };
 
@@ -71,10 +82,14 @@ struct copy_totals {
 
 namespace detail {
 
-// One direction of copy_bidirectional: a buffer that is filled by one read
-// and emptied by writes, then filled again; at most one of the two
-// operations exists at a time (op).
+// One direction of copy_bidirectional, from a From to a To: a buffer that
+// is filled by one read and emptied by writes, then filled again; at most
+// one of the two operations exists at a time (read_op_ or write_op_).
+template <class From, class To>
 class copy_direction {
+    using read_op = decltype(std::declval<From&>().read(std::declval<void*>(), std::size_t{}));
+    using write_op = decltype(std::declval<To&>().write(std::declval<const void*>(), std::size_t{}));
+
 public:
     copy_direction() : buf_(new char[copy_buffer_size]) {}
 
@@ -84,23 +99,22 @@ public:
     // One step: at most one completed read and one completed write. True
     // if anything moved (or the direction just ended); false if both wait,
     // their wakers stored in cx.
-    template <class From, class To>
     bool step(From& from, To& to, context& cx) {
         if (done_) return false;
         bool moved = false;
         if (start_ == end_ && !eof_) {
-            if (!op_) op_.emplace(from.read(buf_.get(), copy_buffer_size));
-            if (!op_->poll(cx)) return false;
-            std::size_t n = finish();
+            if (!read_op_) read_op_.emplace(from.read(buf_.get(), copy_buffer_size));
+            if (!read_op_->poll(cx)) return false;
+            std::size_t n = finish(read_op_);
             if (n == 0) eof_ = true;
             start_ = 0;
             end_ = n;
             moved = true;
         }
         if (start_ < end_) {
-            if (!op_) op_.emplace(to.write(buf_.get() + start_, end_ - start_));
-            if (!op_->poll(cx)) return moved;
-            std::size_t n = finish();
+            if (!write_op_) write_op_.emplace(to.write(buf_.get() + start_, end_ - start_));
+            if (!write_op_->poll(cx)) return moved;
+            std::size_t n = finish(write_op_);
             start_ += n;
             total_ += n;
             moved = true;
@@ -114,13 +128,15 @@ public:
     }
 
 private:
-    std::size_t finish() {
-        std::size_t n = op_->await_resume();
-        op_.reset();
+    template <class Op>
+    static std::size_t finish(std::optional<Op>& op) {
+        std::size_t n = op->await_resume();
+        op.reset();
         return n;
     }
     std::unique_ptr<char[]> buf_;
-    std::optional<transfer_awaitable> op_;
+    std::optional<read_op> read_op_;
+    std::optional<write_op> write_op_;
     std::size_t start_ = 0;  // first byte not yet written
     std::size_t end_ = 0;    // one past the last byte read
     std::uint64_t total_ = 0;
@@ -130,9 +146,10 @@ private:
 
 }  // namespace detail
 
-template <duplex_stream A, duplex_stream B>
+template <bidirectional_stream A, bidirectional_stream B>
 task<copy_totals> copy_bidirectional(A& a, B& b) {
-    detail::copy_direction ab, ba;
+    detail::copy_direction<A, B> ab;
+    detail::copy_direction<B, A> ba;
     for (;;) {
         // Both directions in one leaf: a wake of either re-polls both.
         auto both = poll_fn([&](context& cx) -> poll<bool> {
