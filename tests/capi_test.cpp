@@ -1160,6 +1160,7 @@ struct consumer {
     std::vector<size_t> last = std::vector<size_t>(producers, 0);  // next expected index per producer
     bool in_order = true;
     size_t received = 0;
+    std::atomic<int> pendings{0};  // polls that returned pending
 };
 
 aspen_status consumer_poll(void* d, aspen_context* cx) {
@@ -1168,6 +1169,8 @@ aspen_status consumer_poll(void* d, aspen_context* cx) {
         void* m = nullptr;
         aspen_status st = aspen_recv_poll(c->rx, cx, &m);
         if (st == ASPEN_CLOSED) return ASPEN_READY;  // end of stream
+        // release: a test thread's acquire sees the receive waiting.
+        if (st == ASPEN_PENDING) c->pendings.fetch_add(1, std::memory_order_release);
         if (st != ASPEN_READY) return st;
         size_t id = id_of(m);
         if (id >= c->seen.size()) return ASPEN_ERROR;
@@ -1263,7 +1266,8 @@ INSTANTIATE_TEST_SUITE_P(Kinds, capi_channel, ::testing::Combine(kinds, ::testin
                          });
 
 // A consumer task pending on an empty channel: the last sender's free,
-// from another thread, must wake it with the end of the stream.
+// from another thread once the receive waits, must wake it with the end
+// of the stream (without the receive's waker in the channel it sleeps on).
 TEST_P(capi, TheLastSenderFreeEndsAWaitingReceive) {
     aspen_sender* tx = nullptr;
     aspen_sender* tx2 = nullptr;
@@ -1274,7 +1278,12 @@ TEST_P(capi, TheLastSenderFreeEndsAWaitingReceive) {
     aspen_sender_free(tx);
     aspen_join* cj = nullptr;
     ASSERT_EQ(aspen_spawn(rt, consumer_poll, &c, drop_consumer, &cj), ASPEN_OK);
-    std::thread last([tx2] { aspen_sender_free(tx2); });
+    std::thread last([tx2, &c] {
+        // acquire: pairs with the consumer's release. No time bound: on a
+        // current-thread runtime the consumer runs in aspen_join_wait below.
+        while (c.pendings.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+        aspen_sender_free(tx2);
+    });
     EXPECT_EQ(aspen_join_wait(cj), ASPEN_OK);
     last.join();
     aspen_join_free(cj);
