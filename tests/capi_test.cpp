@@ -1199,15 +1199,22 @@ protected:
     void SetUp() override { rt = make_runtime(std::get<0>(GetParam())); }
     void TearDown() override { EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK); }
     size_t capacity() const { return std::get<1>(GetParam()); }
+    // A channel of the test's capacity whose receiver c's task (joined by
+    // cj) drains; returns its first sender.
+    aspen_sender* start_consumer(consumer& c, aspen_join*& cj) {
+        aspen_sender* tx = nullptr;
+        EXPECT_EQ(aspen_channel_new(capacity(), nullptr, &tx, &c.rx), ASPEN_OK);
+        EXPECT_EQ(aspen_spawn(rt, consumer_poll, &c, drop_consumer, &cj), ASPEN_OK);
+        return tx;
+    }
     aspen_runtime* rt = nullptr;
 };
 
 TEST_P(capi_channel, ProducerTasksAndAConsumerTaskCountEveryMessageOnce) {
-    aspen_sender* tx = nullptr;
     consumer c;
-    ASSERT_EQ(aspen_channel_new(capacity(), nullptr, &tx, &c.rx), ASPEN_OK);
     aspen_join* cj = nullptr;
-    ASSERT_EQ(aspen_spawn(rt, consumer_poll, &c, drop_consumer, &cj), ASPEN_OK);
+    aspen_sender* tx = start_consumer(c, cj);
+    ASSERT_NE(tx, nullptr);
     producer ps[producers];
     aspen_join* pj[producers];
     for (size_t i = 0; i < producers; ++i) {
@@ -1226,11 +1233,10 @@ TEST_P(capi_channel, ProducerTasksAndAConsumerTaskCountEveryMessageOnce) {
 }
 
 TEST_P(capi_channel, ForeignThreadsTrySendToAConsumerTask) {
-    aspen_sender* tx = nullptr;
     consumer c;
-    ASSERT_EQ(aspen_channel_new(capacity(), nullptr, &tx, &c.rx), ASPEN_OK);
     aspen_join* cj = nullptr;
-    ASSERT_EQ(aspen_spawn(rt, consumer_poll, &c, drop_consumer, &cj), ASPEN_OK);
+    aspen_sender* tx = start_consumer(c, cj);
+    ASSERT_NE(tx, nullptr);
     std::vector<std::thread> threads;
     for (size_t i = 0; i < producers; ++i) {
         aspen_sender* mine = nullptr;
