@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -804,6 +806,7 @@ TEST(capi_config, DefaultsMatchTheCppConfig) {
     EXPECT_EQ(cfg.global_queue_interval, 61u);
     EXPECT_EQ(cfg.coop_budget, 128u);
     EXPECT_EQ(cfg.thread_name, nullptr);
+    EXPECT_EQ(cfg.start_paused, 0);
     aspen_runtime* rt = nullptr;
     ASSERT_EQ(aspen_runtime_new(nullptr, &rt), ASPEN_OK);  // NULL config: defaults
     EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
@@ -948,6 +951,8 @@ TEST(capi_misuse, StatusNames) {
     EXPECT_STREQ(aspen_status_name(ASPEN_OK), "ASPEN_OK");
     EXPECT_STREQ(aspen_status_name(ASPEN_PENDING), "ASPEN_PENDING");
     EXPECT_STREQ(aspen_status_name(ASPEN_SHUT_DOWN), "ASPEN_SHUT_DOWN");
+    EXPECT_STREQ(aspen_status_name(ASPEN_CLOSED), "ASPEN_CLOSED");
+    EXPECT_STREQ(aspen_status_name(ASPEN_WOULD_BLOCK), "ASPEN_WOULD_BLOCK");
     EXPECT_STREQ(aspen_status_name(static_cast<aspen_status>(42)), "(unknown aspen_status)");
 }
 
@@ -968,6 +973,509 @@ TEST(capi_misuse, ConcurrentWaitersOnOneJoin) {
         aspen_join_free(j);
     }
     EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+}
+
+
+// ---- the paused clock ---------------------------------------------------------
+
+aspen_runtime* make_paused_runtime(int kind, bool paused = true) {
+    aspen_config cfg;
+    EXPECT_EQ(aspen_config_init(&cfg), ASPEN_OK);
+    cfg.current_thread = kind == 0;
+    if (kind > 0) cfg.workers = static_cast<size_t>(kind);
+    cfg.start_paused = paused ? 1 : 0;
+    aspen_runtime* rt = nullptr;
+    EXPECT_EQ(aspen_runtime_new(&cfg, &rt), ASPEN_OK) << aspen_last_error();
+    return rt;
+}
+
+constexpr uint64_t hour_ns = 3600ull * 1000 * 1000 * 1000;
+
+// Waits on a timer of `delay` and notes the task's clock before and after.
+struct hour_sleeper {
+    uint64_t delay = hour_ns;
+    aspen_timer* timer = nullptr;
+    uint64_t start = 0;
+    uint64_t end = 0;
+    std::atomic<bool> armed{false};
+};
+
+aspen_status hour_sleeper_poll(void* d, aspen_context* cx) {
+    auto* s = static_cast<hour_sleeper*>(d);
+    if (!s->timer) {
+        s->start = aspen_now_ns();
+        if (aspen_status st = aspen_timer_new(s->delay, &s->timer); st != ASPEN_OK) return st;
+    }
+    aspen_status st = aspen_timer_poll(s->timer, cx);
+    // release: the advancing task's acquire then knows the timer is armed.
+    s->armed.store(true, std::memory_order_release);
+    if (st != ASPEN_READY) return st;
+    s->end = aspen_now_ns();
+    return ASPEN_READY;
+}
+
+void drop_hour_sleeper(void* d) {
+    auto* s = static_cast<hour_sleeper*>(d);
+    aspen_timer_free(s->timer);
+    s->timer = nullptr;
+}
+
+class capi_paused : public ::testing::TestWithParam<int> {};
+
+TEST_P(capi_paused, AnHourTimerCompletesAtOnceAndTheClockMovedByTheHour) {
+    aspen_runtime* rt = make_paused_runtime(GetParam());
+    hour_sleeper s;
+    // Only the idle runtime's jump to the next timer can end this wait.
+    ASSERT_EQ(aspen_block_on(rt, hour_sleeper_poll, &s, drop_hour_sleeper), ASPEN_OK) << aspen_last_error();
+    EXPECT_GE(s.end - s.start, hour_ns);
+    EXPECT_LT(s.end - s.start, hour_ns + 2'000'000);  // the deadline's tick, on the paused clock
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+}
+
+// Spawns an hour_sleeper, waits until its timer is armed (yielding, so the
+// runtime is never idle and cannot jump by itself), advances the clock by
+// the hour, then joins the sleeper.
+struct advancer {
+    hour_sleeper sleeper;
+    aspen_join* child = nullptr;
+    aspen_advance* adv = nullptr;
+    uint64_t before = 0;
+    uint64_t after = 0;
+    bool child_done_after_advance = false;
+};
+
+aspen_status yield_now(aspen_context* cx) {
+    aspen_waker* w = nullptr;
+    if (aspen_status st = aspen_context_waker(cx, &w); st != ASPEN_OK) return st;
+    aspen_waker_wake(w);
+    return ASPEN_PENDING;
+}
+
+aspen_status advancer_poll(void* d, aspen_context* cx) {
+    auto* a = static_cast<advancer*>(d);
+    if (!a->child) {
+        aspen_status st = aspen_spawn(aspen_context_runtime(cx), hour_sleeper_poll, &a->sleeper, drop_hour_sleeper,
+                                      &a->child);
+        if (st != ASPEN_OK) return st;
+    }
+    if (!a->adv) {
+        // acquire: pairs with the sleeper's release.
+        if (!a->sleeper.armed.load(std::memory_order_acquire)) return yield_now(cx);
+        a->before = aspen_now_ns();
+        if (aspen_status st = aspen_advance_new(hour_ns, &a->adv); st != ASPEN_OK) return st;
+    }
+    aspen_status st = aspen_advance_poll(a->adv, cx);
+    if (st != ASPEN_READY) return st;
+    if (a->after == 0) {
+        a->after = aspen_now_ns();
+        a->child_done_after_advance = aspen_join_is_finished(a->child) == 1;
+    }
+    return aspen_join_poll(a->child, cx);
+}
+
+void drop_advancer(void* d) {
+    auto* a = static_cast<advancer*>(d);
+    aspen_advance_free(a->adv);
+    aspen_join_free(a->child);
+}
+
+TEST_P(capi_paused, AdvanceFiresTheTimerAndYieldsToItsTask) {
+    aspen_runtime* rt = make_paused_runtime(GetParam());
+    advancer a;
+    ASSERT_EQ(aspen_block_on(rt, advancer_poll, &a, drop_advancer), ASPEN_OK) << aspen_last_error();
+    EXPECT_EQ(a.after - a.before, hour_ns);  // nothing else moved the paused clock
+    EXPECT_EQ(a.sleeper.end - a.sleeper.start, hour_ns);
+    // One thread: the advance's yield let the woken sleeper finish first.
+    if (GetParam() == 0) {
+        EXPECT_TRUE(a.child_done_after_advance);
+    }
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+}
+
+// Polls an advance to its end; keeps the message of a failure (which is
+// recorded on the worker's thread).
+struct one_advance {
+    aspen_advance* adv = nullptr;
+    std::string error;
+};
+
+aspen_status one_advance_poll(void* d, aspen_context* cx) {
+    auto* o = static_cast<one_advance*>(d);
+    aspen_status st = aspen_advance_poll(o->adv, cx);
+    if (st < 0) o->error = aspen_last_error();
+    return st;
+}
+
+void drop_one_advance(void* d) { aspen_advance_free(static_cast<one_advance*>(d)->adv); }
+
+TEST_P(capi_paused, AdvanceOnARunningClockIsMisuse) {
+    aspen_runtime* rt = make_paused_runtime(GetParam(), false);
+    one_advance o;
+    ASSERT_EQ(aspen_advance_new(hour_ns, &o.adv), ASPEN_OK);
+    const uint64_t before = aspen_now_ns();
+    EXPECT_EQ(aspen_block_on(rt, one_advance_poll, &o, drop_one_advance), ASPEN_MISUSE);
+    EXPECT_NE(o.error.find("not paused"), std::string::npos) << o.error;
+    EXPECT_LT(aspen_now_ns() - before, hour_ns);  // the clock was left alone
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, capi_paused, kinds, kind_name);
+
+TEST(capi_misuse, AdvanceArguments) {
+    aspen_advance* adv = nullptr;
+    EXPECT_EQ(aspen_advance_new(1, nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_advance_poll(nullptr, nullptr), ASPEN_EINVAL);
+    ASSERT_EQ(aspen_advance_new(1, &adv), ASPEN_OK);
+    EXPECT_EQ(aspen_advance_poll(adv, nullptr), ASPEN_EINVAL);
+    aspen_advance_free(adv);
+    aspen_advance_free(nullptr);
+}
+
+// ---- channels -------------------------------------------------------------------
+
+// Messages are small numbers disguised as pointers (id + 1, so none is NULL).
+void* msg_of(size_t id) { return reinterpret_cast<void*>(static_cast<uintptr_t>(id + 1)); }
+size_t id_of(void* m) { return static_cast<size_t>(reinterpret_cast<uintptr_t>(m)) - 1; }
+
+constexpr size_t producers = 4;
+constexpr size_t per_producer = 300;
+
+struct producer {
+    aspen_sender* tx = nullptr;
+    size_t first = 0;  // sends ids first .. first + per_producer - 1, in order
+    size_t next = 0;
+};
+
+aspen_status producer_poll(void* d, aspen_context* cx) {
+    auto* p = static_cast<producer*>(d);
+    while (p->next < per_producer) {
+        aspen_status st = aspen_send_poll(p->tx, msg_of(p->first + p->next), cx);
+        if (st != ASPEN_READY) return st;
+        ++p->next;
+    }
+    aspen_sender_free(p->tx);  // the last one ends the stream
+    p->tx = nullptr;
+    return ASPEN_READY;
+}
+
+void drop_producer(void* d) {
+    auto* p = static_cast<producer*>(d);
+    aspen_sender_free(p->tx);
+    p->tx = nullptr;
+}
+
+struct consumer {
+    aspen_receiver* rx = nullptr;
+    std::vector<int> seen = std::vector<int>(producers * per_producer, 0);
+    std::vector<size_t> last = std::vector<size_t>(producers, 0);  // next expected index per producer
+    bool in_order = true;
+    size_t received = 0;
+    std::atomic<int> pendings{0};  // polls that returned pending
+};
+
+aspen_status consumer_poll(void* d, aspen_context* cx) {
+    auto* c = static_cast<consumer*>(d);
+    for (;;) {
+        void* m = nullptr;
+        aspen_status st = aspen_recv_poll(c->rx, cx, &m);
+        if (st == ASPEN_CLOSED) return ASPEN_READY;  // end of stream
+        // release: a test thread's acquire sees the receive waiting.
+        if (st == ASPEN_PENDING) c->pendings.fetch_add(1, std::memory_order_release);
+        if (st != ASPEN_READY) return st;
+        size_t id = id_of(m);
+        if (id >= c->seen.size()) return ASPEN_ERROR;
+        ++c->seen[id];
+        size_t who = id / per_producer;
+        if (id % per_producer != c->last[who]) c->in_order = false;
+        c->last[who] = id % per_producer + 1;
+        ++c->received;
+    }
+}
+
+void drop_consumer(void* d) {
+    auto* c = static_cast<consumer*>(d);
+    aspen_receiver_free(c->rx);
+    c->rx = nullptr;
+}
+
+void expect_each_once(const consumer& c) {
+    EXPECT_EQ(c.received, producers * per_producer);
+    EXPECT_TRUE(c.in_order);  // one sender's messages arrive in its order
+    for (size_t i = 0; i < c.seen.size(); ++i) ASSERT_EQ(c.seen[i], 1) << "message " << i;
+}
+
+class capi_channel : public ::testing::TestWithParam<std::tuple<int, size_t>> {
+protected:
+    void SetUp() override { rt = make_runtime(std::get<0>(GetParam())); }
+    void TearDown() override { EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK); }
+    size_t capacity() const { return std::get<1>(GetParam()); }
+    // A channel of the test's capacity whose receiver c's task (joined by
+    // cj) drains; returns its first sender.
+    aspen_sender* start_consumer(consumer& c, aspen_join*& cj) {
+        aspen_sender* tx = nullptr;
+        EXPECT_EQ(aspen_channel_new(capacity(), nullptr, &tx, &c.rx), ASPEN_OK);
+        EXPECT_EQ(aspen_spawn(rt, consumer_poll, &c, drop_consumer, &cj), ASPEN_OK);
+        return tx;
+    }
+    aspen_runtime* rt = nullptr;
+};
+
+TEST_P(capi_channel, ProducerTasksAndAConsumerTaskCountEveryMessageOnce) {
+    consumer c;
+    aspen_join* cj = nullptr;
+    aspen_sender* tx = start_consumer(c, cj);
+    ASSERT_NE(tx, nullptr);
+    producer ps[producers];
+    aspen_join* pj[producers];
+    for (size_t i = 0; i < producers; ++i) {
+        ps[i].first = i * per_producer;
+        ASSERT_EQ(aspen_sender_clone(tx, &ps[i].tx), ASPEN_OK);
+        ASSERT_EQ(aspen_spawn(rt, producer_poll, &ps[i], drop_producer, &pj[i]), ASPEN_OK);
+    }
+    aspen_sender_free(tx);  // the producers hold the only senders now
+    for (aspen_join* j : pj) {
+        EXPECT_EQ(aspen_join_wait(j), ASPEN_OK) << aspen_last_error();
+        aspen_join_free(j);
+    }
+    EXPECT_EQ(aspen_join_wait(cj), ASPEN_OK) << aspen_last_error();
+    aspen_join_free(cj);
+    expect_each_once(c);
+}
+
+TEST_P(capi_channel, ForeignThreadsTrySendToAConsumerTask) {
+    consumer c;
+    aspen_join* cj = nullptr;
+    aspen_sender* tx = start_consumer(c, cj);
+    ASSERT_NE(tx, nullptr);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < producers; ++i) {
+        aspen_sender* mine = nullptr;
+        ASSERT_EQ(aspen_sender_clone(tx, &mine), ASPEN_OK);
+        threads.emplace_back([mine, i] {
+            for (size_t k = 0; k < per_producer;) {
+                aspen_status st = aspen_try_send(mine, msg_of(i * per_producer + k));
+                if (st == ASPEN_OK) ++k;
+                else if (st == ASPEN_WOULD_BLOCK) std::this_thread::yield();  // full: the consumer drains it
+                else ADD_FAILURE() << aspen_status_name(st);
+            }
+            aspen_sender_free(mine);
+        });
+    }
+    aspen_sender_free(tx);
+    if (std::get<0>(GetParam()) == 0) {
+        EXPECT_EQ(aspen_join_wait(cj), ASPEN_OK);  // a current-thread runtime runs only in here
+        for (auto& t : threads) t.join();
+    } else {
+        for (auto& t : threads) t.join();
+        EXPECT_EQ(aspen_join_wait(cj), ASPEN_OK);
+    }
+    aspen_join_free(cj);
+    expect_each_once(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, capi_channel, ::testing::Combine(kinds, ::testing::Values(size_t{1}, size_t{16}, size_t{0})),
+                         [](const ::testing::TestParamInfo<std::tuple<int, size_t>>& info) {
+                             int kind = std::get<0>(info.param);
+                             size_t cap = std::get<1>(info.param);
+                             return (kind == 0 ? std::string("current_thread") : "workers" + std::to_string(kind)) +
+                                    (cap == 0 ? std::string("_unbounded") : "_capacity" + std::to_string(cap));
+                         });
+
+// A consumer task pending on an empty channel: the last sender's free,
+// from another thread once the receive waits, must wake it with the end
+// of the stream (without the receive's waker in the channel it sleeps on).
+TEST_P(capi, TheLastSenderFreeEndsAWaitingReceive) {
+    aspen_sender* tx = nullptr;
+    aspen_sender* tx2 = nullptr;
+    consumer c;
+    ASSERT_EQ(aspen_channel_new(4, nullptr, &tx, &c.rx), ASPEN_OK);
+    ASSERT_EQ(aspen_sender_clone(tx, &tx2), ASPEN_OK);
+    ASSERT_EQ(aspen_try_send(tx, msg_of(0)), ASPEN_OK);
+    aspen_sender_free(tx);
+    aspen_join* cj = nullptr;
+    ASSERT_EQ(aspen_spawn(rt, consumer_poll, &c, drop_consumer, &cj), ASPEN_OK);
+    std::thread last([tx2, &c] {
+        // acquire: pairs with the consumer's release. No time bound: on a
+        // current-thread runtime the consumer runs in aspen_join_wait below.
+        while (c.pendings.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+        aspen_sender_free(tx2);
+    });
+    EXPECT_EQ(aspen_join_wait(cj), ASPEN_OK);
+    last.join();
+    aspen_join_free(cj);
+    EXPECT_EQ(c.received, 1u);
+}
+
+TEST(capi_channel_ends, TryRecvSeesEmptyThenEndOfStream) {
+    aspen_sender* tx = nullptr;
+    aspen_sender* tx2 = nullptr;
+    aspen_receiver* rx = nullptr;
+    ASSERT_EQ(aspen_channel_new(2, nullptr, &tx, &rx), ASPEN_OK);
+    ASSERT_EQ(aspen_sender_clone(tx, &tx2), ASPEN_OK);
+    void* m = nullptr;
+    EXPECT_EQ(aspen_try_recv(rx, &m), ASPEN_WOULD_BLOCK);
+    EXPECT_EQ(aspen_try_send(tx, msg_of(1)), ASPEN_OK);
+    EXPECT_EQ(aspen_try_send(tx2, msg_of(2)), ASPEN_OK);
+    EXPECT_EQ(aspen_try_send(tx2, msg_of(3)), ASPEN_WOULD_BLOCK);  // full: still ours
+    aspen_sender_free(tx);
+    EXPECT_EQ(aspen_try_recv(rx, &m), ASPEN_OK);
+    EXPECT_EQ(m, msg_of(1));
+    EXPECT_EQ(aspen_try_recv(rx, &m), ASPEN_OK);
+    EXPECT_EQ(m, msg_of(2));
+    EXPECT_EQ(aspen_try_recv(rx, &m), ASPEN_WOULD_BLOCK);  // tx2 is still there
+    aspen_sender_free(tx2);
+    EXPECT_EQ(aspen_try_recv(rx, &m), ASPEN_CLOSED);
+    EXPECT_NE(std::strstr(aspen_last_error(), "end of stream"), nullptr) << aspen_last_error();
+    EXPECT_EQ(aspen_try_recv(rx, &m), ASPEN_CLOSED);  // and it stays ended
+    aspen_receiver_free(rx);
+}
+
+// Heap messages with a count of how often each was dropped.
+struct tracked {
+    std::vector<int>* drops;
+    size_t id;
+};
+
+void drop_tracked(void* m) {
+    auto* t = static_cast<tracked*>(m);
+    ++(*t->drops)[t->id];
+    delete t;
+}
+
+TEST(capi_channel_ends, MessagesLeftAtReceiverFreeAreDroppedOnce) {
+    for (size_t capacity : {size_t{0}, size_t{1}, size_t{64}}) {  // 64: the receiver takes batches of 4
+        const size_t n = capacity == 1 ? 1 : 10;
+        std::vector<int> drops(n, 0);
+        aspen_sender* tx = nullptr;
+        aspen_receiver* rx = nullptr;
+        ASSERT_EQ(aspen_channel_new(capacity, drop_tracked, &tx, &rx), ASPEN_OK);
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(aspen_try_send(tx, new tracked{&drops, i}), ASPEN_OK);
+        size_t taken = 0;
+        if (n > 1) {
+            void* m = nullptr;
+            ASSERT_EQ(aspen_try_recv(rx, &m), ASPEN_OK);  // received: ours, not the channel's
+            EXPECT_EQ(static_cast<tracked*>(m)->id, 0u);
+            delete static_cast<tracked*>(m);
+            taken = 1;
+        }
+        aspen_receiver_free(rx);
+        for (size_t i = 0; i < n; ++i) EXPECT_EQ(drops[i], i < taken ? 0 : 1) << "capacity " << capacity << " message " << i;
+        // The receiver is gone: a send is refused and the message stays the caller's.
+        tracked* late = new tracked{&drops, 0};
+        EXPECT_EQ(aspen_try_send(tx, late), ASPEN_CLOSED);
+        EXPECT_NE(std::strstr(aspen_last_error(), "receiver is gone"), nullptr) << aspen_last_error();
+        delete late;
+        aspen_sender_free(tx);
+    }
+}
+
+// Sends one message with aspen_send_poll; its outcome is the task's.
+struct one_send {
+    aspen_sender* tx = nullptr;
+    void* msg = nullptr;
+    std::atomic<int> pending_polls{0};
+};
+
+aspen_status one_send_poll(void* d, aspen_context* cx) {
+    auto* s = static_cast<one_send*>(d);
+    aspen_status st = aspen_send_poll(s->tx, s->msg, cx);
+    // release: the test thread's acquire sees the task is waiting.
+    if (st == ASPEN_PENDING) s->pending_polls.fetch_add(1, std::memory_order_release);
+    return st;
+}
+
+void drop_one_send(void* d) {
+    auto* s = static_cast<one_send*>(d);
+    aspen_sender_free(s->tx);
+    s->tx = nullptr;
+}
+
+TEST_P(capi, AWaitingSendGetsClosedWhenTheReceiverIsFreed) {
+    std::vector<int> drops(2, 0);
+    aspen_sender* tx = nullptr;
+    aspen_receiver* rx = nullptr;
+    ASSERT_EQ(aspen_channel_new(1, drop_tracked, &tx, &rx), ASPEN_OK);
+    ASSERT_EQ(aspen_try_send(tx, new tracked{&drops, 0}), ASPEN_OK);  // full now
+    auto* second = new tracked{&drops, 1};
+    one_send s;
+    s.msg = second;
+    ASSERT_EQ(aspen_sender_clone(tx, &s.tx), ASPEN_OK);
+    aspen_join* j = nullptr;
+    ASSERT_EQ(aspen_spawn(rt, one_send_poll, &s, drop_one_send, &j), ASPEN_OK);
+    if (GetParam() != 0) {
+        // acquire: pairs with the task's release. Waits (no time bound) until
+        // the send is queued, so the free below meets a waiting sender.
+        while (s.pending_polls.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+    }
+    aspen_receiver_free(rx);  // drops message 0, wakes the waiting send
+    EXPECT_EQ(aspen_join_wait(j), ASPEN_CLOSED);
+    aspen_join_free(j);
+    EXPECT_EQ(drops[0], 1);
+    EXPECT_EQ(drops[1], 0);  // never sent: still ours
+    delete second;
+    aspen_sender_free(tx);
+}
+
+// A send pending with one message, polled again with another: misuse.
+struct switcher {
+    aspen_sender* tx = nullptr;
+    int polls = 0;
+    aspen_status second = ASPEN_OK;
+};
+
+aspen_status switcher_poll(void* d, aspen_context* cx) {
+    auto* s = static_cast<switcher*>(d);
+    aspen_status st = aspen_send_poll(s->tx, msg_of(s->polls), cx);
+    if (s->polls++ == 0) {
+        if (st != ASPEN_PENDING) return ASPEN_ERROR;
+        s->second = aspen_send_poll(s->tx, msg_of(7), cx);
+    }
+    return ASPEN_READY;
+}
+
+TEST_P(capi, ASendPolledWithAnotherMessageIsMisuse) {
+    aspen_sender* tx = nullptr;
+    aspen_receiver* rx = nullptr;
+    ASSERT_EQ(aspen_channel_new(1, nullptr, &tx, &rx), ASPEN_OK);
+    ASSERT_EQ(aspen_try_send(tx, msg_of(9)), ASPEN_OK);
+    switcher s;
+    s.tx = tx;
+    EXPECT_EQ(aspen_block_on(rt, switcher_poll, &s, nullptr), ASPEN_OK);
+    EXPECT_EQ(s.second, ASPEN_MISUSE);
+    void* m = nullptr;
+    EXPECT_EQ(aspen_try_recv(rx, &m), ASPEN_OK);
+    EXPECT_EQ(m, msg_of(9));
+    EXPECT_EQ(aspen_try_recv(rx, &m), ASPEN_WOULD_BLOCK);  // the pending send never went through
+    aspen_sender_free(tx);  // gives the pending send up
+    EXPECT_EQ(aspen_try_recv(rx, &m), ASPEN_CLOSED);
+    aspen_receiver_free(rx);
+}
+
+TEST(capi_misuse, ChannelArguments) {
+    aspen_sender* tx = nullptr;
+    aspen_receiver* rx = nullptr;
+    aspen_sender* tx2 = nullptr;
+    void* m = nullptr;
+    EXPECT_EQ(aspen_channel_new(0, nullptr, nullptr, &rx), ASPEN_EINVAL);
+    EXPECT_EQ(rx, nullptr);
+    EXPECT_EQ(aspen_channel_new(0, nullptr, &tx, nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(tx, nullptr);
+    ASSERT_EQ(aspen_channel_new(3, nullptr, &tx, &rx), ASPEN_OK);
+    EXPECT_EQ(aspen_sender_clone(nullptr, &tx2), ASPEN_EINVAL);
+    EXPECT_EQ(tx2, nullptr);
+    EXPECT_EQ(aspen_sender_clone(tx, nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_try_send(nullptr, msg_of(0)), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_send_poll(nullptr, msg_of(0), nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_send_poll(tx, msg_of(0), nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_recv_poll(nullptr, nullptr, &m), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_recv_poll(rx, nullptr, &m), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_try_recv(nullptr, &m), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_try_recv(rx, nullptr), ASPEN_EINVAL);
+    EXPECT_NE(std::strstr(aspen_last_error(), "NULL"), nullptr) << aspen_last_error();
+    aspen_sender_free(tx);
+    aspen_receiver_free(rx);
+    aspen_sender_free(nullptr);
+    aspen_receiver_free(nullptr);
 }
 
 }  // namespace

@@ -40,6 +40,11 @@ typedef enum aspen_status {
     ASPEN_MISUSE = -5,    /* a call the API forbids here (joining twice, waiting on a worker) */
     ASPEN_PANIC = -6,     /* a poll function threw a C++ exception */
     ASPEN_ERROR = -7,     /* anything else (e.g. a thread could not start) */
+    ASPEN_CLOSED = -8,    /* a channel's other side is gone: a send was refused (the message
+                             is still the caller's), or a receive found every sender gone
+                             and nothing left (end of stream) */
+    ASPEN_WOULD_BLOCK = 2, /* a try_ call found the channel full (send) or empty (receive):
+                              nothing changed, no waker stored; not an error */
     /* Not a status: makes every int a valid aspen_status (in C++ too), so
      * a task may return codes of its own and the ABI stays int-sized. */
     ASPEN_STATUS_INT_MAX_ = 0x7fffffff
@@ -88,6 +93,10 @@ typedef struct aspen_config {
     void (*on_thread_start)(void* hook_data, size_t worker_index);
     void (*on_thread_stop)(void* hook_data, size_t worker_index);
     void* hook_data;
+    /* nonzero: the clock starts paused (for tests), as aspen::config::start_paused:
+       it moves only by aspen_advance_poll, or by itself to the next timer when
+       every worker is idle and no blocking function runs */
+    int start_paused;
 } aspen_config;
 
 /* Fills *cfg with the defaults of aspen::config and cfg->size. */
@@ -195,7 +204,9 @@ void aspen_waker_free(aspen_waker* waker);
 
 /* ---- time ----------------------------------------------------------------- */
 
-/* The runtime's clock in nanoseconds (steady; its epoch is unspecified). */
+/* The clock in nanoseconds (steady; its epoch is unspecified): inside a
+ * task, its runtime's clock (which stands still while paused, see
+ * aspen_advance_poll); elsewhere the real steady clock. */
 uint64_t aspen_now_ns(void);
 
 /* A one-shot timer that fires delay_ns after now. It is armed by its first
@@ -209,6 +220,72 @@ aspen_status aspen_timer_reset(aspen_timer* timer, uint64_t delay_ns);
 /* Disarms and frees it. Free armed timers before their runtime (in the
  * task's drop, typically). */
 void aspen_timer_free(aspen_timer* timer);
+
+/* Paused clock only (aspen_config.start_paused), as aspen::advance: a leaf
+ * that moves the clock of the polling task's runtime forward by ns, fires
+ * the timers that became due (their tasks are woken) and yields once, so
+ * those tasks can run before it reports ASPEN_READY. Its first poll moves
+ * the clock and returns ASPEN_PENDING (the yield); the next one
+ * ASPEN_READY. On a runtime whose clock is not paused: ASPEN_MISUSE, and
+ * the clock is left alone. One task polls it; free it when done. */
+typedef struct aspen_advance aspen_advance;
+aspen_status aspen_advance_new(uint64_t ns, aspen_advance** out);
+aspen_status aspen_advance_poll(aspen_advance* advance, aspen_context* cx);
+void aspen_advance_free(aspen_advance* advance);
+
+/* ---- channels ------------------------------------------------------------- */
+
+/* A multi-producer, single-consumer FIFO channel of void* messages (as
+ * aspen::mpsc_channel / aspen::unbounded_channel). Ownership of a message:
+ * the caller's until a send returns ASPEN_READY / ASPEN_OK, then the
+ * channel's, then the receiver's once a receive hands it out. Messages
+ * still in the channel when the receiver is freed go to the channel's drop
+ * (exactly once each, on the thread freeing the receiver). */
+typedef struct aspen_sender aspen_sender;
+typedef struct aspen_receiver aspen_receiver;
+
+/* capacity 0: unbounded (a send never waits); otherwise at most capacity
+ * messages wait in the channel. drop may be NULL. */
+aspen_status aspen_channel_new(size_t capacity, aspen_drop_fn drop, aspen_sender** tx, aspen_receiver** rx);
+
+/* Another sender of the same channel (one per producer task or thread).
+ * The stream ends when every sender was freed and the messages are
+ * received. */
+aspen_status aspen_sender_clone(const aspen_sender* tx, aspen_sender** out);
+
+/* Sends now if there is room (and no sender is waiting for it): ASPEN_OK,
+ * the message is the channel's; ASPEN_WOULD_BLOCK (full) or ASPEN_CLOSED
+ * (the receiver is gone), the message is still the caller's. Never waits,
+ * needs no task: this is how a foreign thread hands a message in. */
+aspen_status aspen_try_send(aspen_sender* tx, void* msg);
+
+/* From a task: ASPEN_READY (sent: the message is the channel's),
+ * ASPEN_PENDING (full: cx's waker is stored and the message is still the
+ * caller's; poll again with the same msg until it is not pending, or free
+ * the sender to give up; another msg is ASPEN_MISUSE), or ASPEN_CLOSED
+ * (the receiver is gone; the message is still the caller's). Waiting
+ * senders are served in order. On an unbounded channel never pending. */
+aspen_status aspen_send_poll(aspen_sender* tx, void* msg, aspen_context* cx);
+
+/* Frees this sender (a pending send is given up; its message stays the
+ * caller's). The last one ends the stream. */
+void aspen_sender_free(aspen_sender* tx);
+
+/* From a task: ASPEN_READY with the next message in *out (now the
+ * caller's), ASPEN_PENDING (cx's waker stored: a send or the last sender's
+ * free wakes it), or ASPEN_CLOSED: every sender is gone and every message
+ * was received (end of stream). */
+aspen_status aspen_recv_poll(aspen_receiver* rx, aspen_context* cx, void** out);
+
+/* The next message if one is there now: ASPEN_OK with it in *out,
+ * ASPEN_WOULD_BLOCK (empty, senders left) or ASPEN_CLOSED (end of
+ * stream). Needs no task. */
+aspen_status aspen_try_recv(aspen_receiver* rx, void** out);
+
+/* Closes the channel (later sends give ASPEN_CLOSED, waiting senders are
+ * woken and get it too) and passes every message still in it to drop.
+ * Senders may outlive it. */
+void aspen_receiver_free(aspen_receiver* rx);
 
 /* ---- file descriptors ----------------------------------------------------- */
 

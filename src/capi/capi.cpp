@@ -26,9 +26,14 @@
 #include <aspen/poll.hpp>
 #include <aspen/runtime.hpp>
 #include <aspen/spawn.hpp>
+#include <aspen/sync/mpsc.hpp>
 #include <aspen/task.hpp>
 #include <aspen/time.hpp>
 #include <aspen/waker.hpp>
+
+// aspen::advance is a coroutine, which a C poll cannot await; its C form
+// does the same two steps on the driver (see aspen_advance_poll).
+#include "io/driver.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -151,6 +156,33 @@ struct aspen_fd {
     // registration between polls, so it lives here, not in a poll's frame.
     // Declared after fd: destroyed first, while the fd is still registered.
     std::optional<aspen::fd_op_awaitable<fd_call>> op[2];
+};
+
+struct aspen_advance {
+    std::chrono::nanoseconds by;
+    bool moved = false;  // the first poll moved the clock; the next one is ready
+};
+
+// One channel end per handle. A sender holds the bounded or the unbounded
+// kind (the other stays empty).
+struct aspen_sender {
+    aspen::mpsc_sender<void*> bounded;
+    aspen::unbounded_sender<void*> unbounded;
+    // A bounded send that is waiting for room (as aspen_fd's op) and the
+    // message it carries: it holds this sender's place in the channel's
+    // queue of waiting senders between polls. Declared after the senders:
+    // destroyed first, while the channel is still referenced.
+    std::optional<aspen::mpsc_send_awaitable<void*>> op;
+    void* pending_msg = nullptr;
+
+    bool is_closed() const { return unbounded.valid() ? unbounded.is_closed() : bounded.is_closed(); }
+};
+
+struct aspen_receiver {
+    aspen::mpsc_receiver<void*> rx;
+    aspen_drop_fn drop;  // for the messages left at aspen_receiver_free
+    // A receive that is waiting (its waker is the channel's receiver waker).
+    std::optional<aspen::mpsc_recv_awaitable<void*>> op;
 };
 
 namespace {
@@ -404,6 +436,40 @@ uint64_t clamp_delay(uint64_t ns) noexcept {
     return std::min<uint64_t>(ns, uint64_t{1} << 62);
 }
 
+// The operation a C poll keeps between its polls (an fd read or write, a
+// channel send or receive): `start` emplaces it on the first poll, `poll`
+// polls it with the C task's waker. nullopt while it is pending; else its
+// result, and `op` is empty again (also when it throws), so the next poll
+// starts a new operation.
+template <class Op, class Start, class Poll>
+auto poll_kept(std::optional<Op>& op, const aspen_context& cx, Start&& start, Poll&& poll)
+    -> std::optional<decltype(op->await_resume())> {
+    try {
+        if (!op) start(op);
+        aspen::context c(cx.cx.waker());  // the operations poll with a mutable context
+        if (!poll(*op, c)) return std::nullopt;
+        auto result = op->await_resume();
+        op.reset();
+        return result;
+    } catch (...) {
+        op.reset();
+        throw;
+    }
+}
+
+// A channel operation polled as aspen::select polls a branch.
+constexpr auto poll_leaf = [](auto& op, aspen::context& c) { return op.poll_as_branch(c); };
+
+aspen_status closed_channel(const char* what, const char* why) noexcept { return fail(ASPEN_CLOSED, what, why); }
+
+// try_send, and the send of an unbounded channel (which never waits).
+aspen_status send_now(const char* what, aspen_sender& tx, void* msg) {
+    std::optional<void*> back = tx.unbounded.valid() ? tx.unbounded.send(msg) : tx.bounded.try_send(msg);
+    if (!back) return ASPEN_OK;
+    if (tx.is_closed()) return closed_channel(what, "the receiver is gone; the message was not sent");
+    return ASPEN_WOULD_BLOCK;
+}
+
 aspen::clock::time_point after(uint64_t ns) noexcept {
     return aspen::now() + std::chrono::nanoseconds(static_cast<std::int64_t>(clamp_delay(ns)));
 }
@@ -436,6 +502,7 @@ aspen::config to_cpp(const aspen_config& c) {
     if (c.thread_name) cfg.thread_name = c.thread_name;
     if (auto f = c.on_thread_start) cfg.on_thread_start = [f, d = c.hook_data](std::size_t i) { f(d, i); };
     if (auto f = c.on_thread_stop) cfg.on_thread_stop = [f, d = c.hook_data](std::size_t i) { f(d, i); };
+    cfg.start_paused = c.start_paused != 0;
     return cfg;
 }
 
@@ -500,6 +567,8 @@ const char* aspen_status_name(aspen_status status) {
         case ASPEN_MISUSE: return "ASPEN_MISUSE";
         case ASPEN_PANIC: return "ASPEN_PANIC";
         case ASPEN_ERROR: return "ASPEN_ERROR";
+        case ASPEN_CLOSED: return "ASPEN_CLOSED";
+        case ASPEN_WOULD_BLOCK: return "ASPEN_WOULD_BLOCK";
         case ASPEN_STATUS_INT_MAX_: break;
     }
     return "(unknown aspen_status)";
@@ -523,6 +592,7 @@ aspen_status aspen_config_init(aspen_config* cfg) {
         cfg->max_blocking_threads = d.max_blocking_threads;
         cfg->blocking_keep_alive_ns = static_cast<uint64_t>(d.blocking_keep_alive.count());
         cfg->thread_name = nullptr;  // the C++ default, without a pointer into a temporary
+        cfg->start_paused = d.start_paused ? 1 : 0;
         return ASPEN_OK;
     });
 }
@@ -723,6 +793,143 @@ aspen_status aspen_timer_reset(aspen_timer* timer, uint64_t delay_ns) {
 
 void aspen_timer_free(aspen_timer* timer) { delete timer; }
 
+aspen_status aspen_advance_new(uint64_t ns, aspen_advance** out) {
+    if (!out) return null_arg("aspen_advance_new", "out");
+    *out = nullptr;
+    return guarded("aspen_advance_new", [&] {
+        *out = new aspen_advance{std::chrono::nanoseconds(static_cast<std::int64_t>(clamp_delay(ns)))};
+        return ASPEN_OK;
+    });
+}
+
+aspen_status aspen_advance_poll(aspen_advance* advance, aspen_context* cx) {
+    const char* what = "aspen_advance_poll";
+    if (!advance) return null_arg(what, "advance");
+    if (!cx) return null_arg(what, "cx");
+    return guarded(what, [&] {
+        if (advance->moved) return ASPEN_READY;
+        // What aspen::advance does, in two polls: move the clock (firing the
+        // timers now due), then yield so their tasks run before we go on.
+        aspen::detail::driver& d = aspen::detail::current_driver(what);
+        if (!d.is_paused())
+            return fail(ASPEN_MISUSE, what, "the clock is not paused (aspen_config.start_paused)");
+        d.advance(advance->by);
+        advance->moved = true;
+        cx->cx.waker().wake_by_ref();
+        return ASPEN_PENDING;
+    });
+}
+
+void aspen_advance_free(aspen_advance* advance) { delete advance; }
+
+aspen_status aspen_channel_new(size_t capacity, aspen_drop_fn drop, aspen_sender** tx, aspen_receiver** rx) {
+    const char* what = "aspen_channel_new";
+    if (tx) *tx = nullptr;
+    if (rx) *rx = nullptr;
+    if (!tx) return null_arg(what, "tx");
+    if (!rx) return null_arg(what, "rx");
+    return guarded(what, [&] {
+        auto s = std::make_unique<aspen_sender>();
+        auto r = std::make_unique<aspen_receiver>();
+        r->drop = drop;
+        if (capacity == 0) {
+            auto [t, rr] = aspen::unbounded_channel<void*>();
+            s->unbounded = std::move(t);
+            r->rx = std::move(rr);
+        } else {
+            auto [t, rr] = aspen::mpsc_channel<void*>(capacity);
+            s->bounded = std::move(t);
+            r->rx = std::move(rr);
+        }
+        *tx = s.release();
+        *rx = r.release();
+        return ASPEN_OK;
+    });
+}
+
+aspen_status aspen_sender_clone(const aspen_sender* tx, aspen_sender** out) {
+    if (!out) return null_arg("aspen_sender_clone", "out");
+    *out = nullptr;
+    if (!tx) return null_arg("aspen_sender_clone", "tx");
+    return guarded("aspen_sender_clone", [&] {
+        auto c = std::make_unique<aspen_sender>();
+        c->bounded = tx->bounded;  // the empty kind stays empty
+        c->unbounded = tx->unbounded;
+        *out = c.release();
+        return ASPEN_OK;
+    });
+}
+
+aspen_status aspen_try_send(aspen_sender* tx, void* msg) {
+    if (!tx) return null_arg("aspen_try_send", "tx");
+    return guarded("aspen_try_send", [&] { return send_now("aspen_try_send", *tx, msg); });
+}
+
+aspen_status aspen_send_poll(aspen_sender* tx, void* msg, aspen_context* cx) {
+    const char* what = "aspen_send_poll";
+    if (!tx) return null_arg(what, "tx");
+    if (!cx) return null_arg(what, "cx");
+    if (tx->op && tx->pending_msg != msg)
+        return fail(ASPEN_MISUSE, what, "a send of another message is pending on this sender; poll it to its end");
+    return guarded(what, [&] {
+        if (tx->unbounded.valid()) return send_now(what, *tx, msg);
+        auto start = [&](auto& op) {
+            op.emplace(tx->bounded.send(msg));
+            tx->pending_msg = msg;
+        };
+        std::optional<std::optional<void*>> r = poll_kept(tx->op, *cx, start, poll_leaf);
+        if (!r) return ASPEN_PENDING;
+        if (*r) return closed_channel(what, "the receiver is gone; the message was not sent");
+        return ASPEN_READY;
+    });
+}
+
+void aspen_sender_free(aspen_sender* tx) { delete tx; }
+
+aspen_status aspen_recv_poll(aspen_receiver* rx, aspen_context* cx, void** out) {
+    const char* what = "aspen_recv_poll";
+    if (!rx) return null_arg(what, "rx");
+    if (!cx) return null_arg(what, "cx");
+    if (!out) return null_arg(what, "out");
+    return guarded(what, [&] {
+        auto start = [&](auto& op) { op.emplace(rx->rx.recv()); };
+        std::optional<std::optional<void*>> r = poll_kept(rx->op, *cx, start, poll_leaf);
+        if (!r) return ASPEN_PENDING;
+        if (!*r) return closed_channel(what, "end of stream: every sender is gone");
+        *out = **r;
+        return ASPEN_READY;
+    });
+}
+
+aspen_status aspen_try_recv(aspen_receiver* rx, void** out) {
+    const char* what = "aspen_try_recv";
+    if (!rx) return null_arg(what, "rx");
+    if (!out) return null_arg(what, "out");
+    return guarded(what, [&] {
+        // Read first: with no sender left, nothing can arrive after it, so
+        // an empty channel then is the end of the stream.
+        const bool no_senders = rx->rx.sender_count() == 0;
+        if (std::optional<void*> m = rx->rx.try_recv()) {
+            *out = *m;
+            return ASPEN_OK;
+        }
+        if (no_senders) return closed_channel(what, "end of stream: every sender is gone");
+        return ASPEN_WOULD_BLOCK;
+    });
+}
+
+void aspen_receiver_free(aspen_receiver* rx) {
+    if (!rx) return;
+    guarded("aspen_receiver_free", [&] {
+        rx->op.reset();
+        rx->rx.close();  // from here on no send succeeds: what is left is all there will be
+        while (std::optional<void*> m = rx->rx.try_recv())
+            if (rx->drop) rx->drop(*m);
+        return ASPEN_OK;
+    });
+    delete rx;
+}
+
 aspen_status aspen_fd_adopt(int fd, aspen_fd** out) {
     if (!out) return null_arg("aspen_fd_adopt", "out");
     *out = nullptr;
@@ -743,23 +950,19 @@ aspen_status aspen_fd_poll(aspen_fd* fd, int direction, aspen_fd_fn fn, void* ar
     if (!cx) return null_arg(what, "cx");
     if (direction != ASPEN_FD_READ && direction != ASPEN_FD_WRITE)
         return fail(ASPEN_EINVAL, what, "direction must be ASPEN_FD_READ or ASPEN_FD_WRITE");
-    auto& op = fd->op[direction];
     aspen_status s = guarded(what, [&] {
-        if (!op) {
+        auto start = [&](auto& op) {
             fd_call call{fn, arg};
             if (direction == ASPEN_FD_READ) op.emplace(fd->fd.read_with(call));
             else op.emplace(fd->fd.write_with(call));
-        }
-        aspen::context c(cx->cx.waker());  // poll takes a mutable context
-        if (!op->poll(c)) return ASPEN_PENDING;
-        *result = op->await_resume();
-        op.reset();
+        };
+        auto poll = [](auto& op, aspen::context& c) { return op.poll(c); };
+        std::optional<long long> r = poll_kept(fd->op[direction], *cx, start, poll);
+        if (!r) return ASPEN_PENDING;
+        *result = *r;
         return ASPEN_OK;
     });
-    if (s != ASPEN_OK && s != ASPEN_PENDING) {
-        op.reset();  // failed: the next poll starts a new operation
-        *result = -errno_of_last_failure;
-    }
+    if (s != ASPEN_OK && s != ASPEN_PENDING) *result = -errno_of_last_failure;  // the operation was reset
     return s;
 }
 

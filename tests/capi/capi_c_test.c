@@ -1,6 +1,7 @@
 /* The C API from C: this file is compiled as C11 with -pedantic -Werror,
  * which proves aspen.h is valid C, and runs a small scenario on both kinds
- * of runtime. Exits 0 on success, 1 (with the failed check) otherwise. */
+ * of runtime: timers, joins, channels and the paused clock. Exits 0 on
+ * success, 1 (with the failed check) otherwise. */
 #include <aspen/aspen.h>
 
 #include <stdatomic.h>
@@ -80,6 +81,122 @@ static aspen_status parent_poll(void* data, aspen_context* cx) {
     return ASPEN_READY;
 }
 
+/* Channels: producer tasks send the numbers 1..N each (as pointers to
+ * heap ints, which the consumer frees), one consumer task adds them up
+ * until the end of the stream. */
+enum { PRODUCERS = 3, PER_PRODUCER = 200 };
+
+struct producer {
+    aspen_sender* tx;
+    int next;     /* 1..PER_PRODUCER */
+    int* pending; /* the message a pending send keeps (still ours) */
+};
+
+static aspen_status producer_poll(void* data, aspen_context* cx) {
+    struct producer* p = data;
+    while (p->next <= PER_PRODUCER) {
+        aspen_status st;
+        if (!p->pending) {
+            p->pending = malloc(sizeof *p->pending);
+            if (!p->pending) return ASPEN_ENOMEM;
+            *p->pending = p->next;
+        }
+        st = aspen_send_poll(p->tx, p->pending, cx);
+        if (st != ASPEN_READY) return st; /* pending: keep it, poll again with it */
+        p->pending = NULL;                /* the channel's now */
+        p->next++;
+    }
+    aspen_sender_free(p->tx); /* the last one ends the stream */
+    p->tx = NULL;
+    return ASPEN_READY;
+}
+
+static void producer_drop(void* data) {
+    struct producer* p = data;
+    aspen_sender_free(p->tx);
+    free(p->pending);
+    free(p);
+}
+
+struct consumer {
+    aspen_receiver* rx;
+    long sum;
+    int count;
+};
+
+static aspen_status consumer_poll(void* data, aspen_context* cx) {
+    struct consumer* c = data;
+    for (;;) {
+        void* m = NULL;
+        aspen_status st = aspen_recv_poll(c->rx, cx, &m);
+        if (st == ASPEN_CLOSED) return ASPEN_READY; /* end of stream */
+        if (st != ASPEN_READY) return st;
+        c->sum += *(int*)m;
+        c->count++;
+        free(m);
+    }
+}
+
+static void run_channel(aspen_runtime* rt, size_t capacity) {
+    aspen_sender* tx = NULL;
+    struct consumer c = {NULL, 0, 0};
+    aspen_join* joins[PRODUCERS];
+    int i;
+    CHECK(aspen_channel_new(capacity, free, &tx, &c.rx) == ASPEN_OK);
+    for (i = 0; i < PRODUCERS; i++) {
+        struct producer* p = calloc(1, sizeof *p);
+        p->next = 1;
+        CHECK(aspen_sender_clone(tx, &p->tx) == ASPEN_OK);
+        CHECK(aspen_spawn(rt, producer_poll, p, producer_drop, &joins[i]) == ASPEN_OK);
+    }
+    aspen_sender_free(tx);
+    CHECK(aspen_block_on(rt, consumer_poll, &c, NULL) == ASPEN_OK);
+    for (i = 0; i < PRODUCERS; i++) {
+        CHECK(aspen_join_wait(joins[i]) == ASPEN_OK);
+        aspen_join_free(joins[i]);
+    }
+    CHECK(c.count == PRODUCERS * PER_PRODUCER);
+    CHECK(c.sum == (long)PRODUCERS * PER_PRODUCER * (PER_PRODUCER + 1) / 2);
+    aspen_receiver_free(c.rx);
+}
+
+/* The paused clock: a one-hour sleep ends at once, an hour later on the
+ * task's clock. */
+struct hour {
+    aspen_timer* timer;
+    uint64_t start, end;
+};
+
+static aspen_status hour_poll(void* data, aspen_context* cx) {
+    struct hour* h = data;
+    aspen_status st;
+    if (!h->timer) {
+        h->start = aspen_now_ns();
+        if (aspen_timer_new(3600ull * 1000000000ull, &h->timer) != ASPEN_OK) return ASPEN_ENOMEM;
+    }
+    st = aspen_timer_poll(h->timer, cx);
+    if (st != ASPEN_READY) return st;
+    h->end = aspen_now_ns();
+    aspen_timer_free(h->timer);
+    h->timer = NULL;
+    return ASPEN_READY;
+}
+
+static void run_paused(int current_thread) {
+    aspen_config cfg;
+    aspen_runtime* rt = NULL;
+    struct hour h = {NULL, 0, 0};
+    CHECK(aspen_config_init(&cfg) == ASPEN_OK);
+    cfg.current_thread = current_thread;
+    cfg.workers = 2;
+    cfg.start_paused = 1;
+    CHECK(aspen_runtime_new(&cfg, &rt) == ASPEN_OK);
+    if (!rt) return;
+    CHECK(aspen_block_on(rt, hour_poll, &h, NULL) == ASPEN_OK);
+    CHECK(h.end - h.start >= 3600ull * 1000000000ull);
+    CHECK(aspen_runtime_free(rt) == ASPEN_OK);
+}
+
 static void run_scenario(int current_thread, size_t workers) {
     aspen_config cfg;
     aspen_runtime* rt = NULL;
@@ -115,6 +232,9 @@ static void run_scenario(int current_thread, size_t workers) {
         CHECK(p.sum == 42);
         CHECK(p.drops == 1);
     }
+    run_channel(rt, 1);
+    run_channel(rt, 16);
+    run_channel(rt, 0);
     CHECK(aspen_runtime_free(rt) == ASPEN_OK);
 }
 
@@ -128,6 +248,8 @@ int main(void) {
     printf("invalid config: %s\n", aspen_last_error());
     run_scenario(1, 1);
     run_scenario(0, 2);
+    run_paused(1);
+    run_paused(0);
     if (failures) return 1;
     puts("capi_c_test: ok");
     return 0;
