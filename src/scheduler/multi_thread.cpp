@@ -36,6 +36,13 @@ worker_metrics worker_counters::read() const noexcept {
     return m;
 }
 
+[[gnu::cold, gnu::noinline]] poll_outcome timed_poll(task_header* t, worker_counters& c) noexcept {
+    auto start = std::chrono::steady_clock::now();
+    poll_outcome o = poll_task(t);
+    c.record_poll_time(std::chrono::steady_clock::now() - start);
+    return o;
+}
+
 void worker_counters::record_poll_time(std::chrono::nanoseconds d) noexcept {
     auto ns = static_cast<std::uint64_t>(std::max<std::int64_t>(d.count(), 0));
     // Bucket i >= 1 holds [2^(i-1), 2^i) us: one more than the bit width of

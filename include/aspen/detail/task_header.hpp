@@ -146,7 +146,6 @@ struct alignas(16) task_header {
     task_header* join_target = nullptr;    // the task this one is joining
     task_header* reg_prev = nullptr;    // registry of live tasks (shutdown)
     task_header* reg_next = nullptr;
-    local_binding* locals = nullptr;    // task_local bindings, innermost first
     std::exception_ptr error;           // a root's exception (copied at completion)
     void (*result_dtor)(void*) = nullptr;  // set while a result with a destructor lives in the slot
     std::uint32_t alloc_size = 0;       // bytes of header + frame + result slot
@@ -165,6 +164,9 @@ struct alignas(16) task_header {
     // from its final suspend and takes the outcome from the frame (see
     // "Adopted" above). Stays set once that run finished.
     bool adopted = false;
+    // Last, in the padding the flags leave before the 16-byte size: the
+    // hot fields keep their offsets.
+    local_binding* locals = nullptr;    // task_local bindings, innermost first
 
     void* frame() noexcept { return this + 1; }
     void* result_slot() noexcept { return reinterpret_cast<char*>(this) + result_offset; }
