@@ -66,10 +66,6 @@ task<std::invoke_result_t<F&, detail::file_state&>> run(state_ptr s, F f) {
     co_return co_await std::move(pooled);
 }
 
-void check_zero(int r, const char* op, const detail::file_state& s) {
-    if (r != 0) detail::fail(errno, op, s.path);
-}
-
 }  // namespace
 
 // ---- open_options -------------------------------------------------------------
@@ -195,24 +191,24 @@ task<std::uint64_t> file::seek(std::int64_t offset, seek_from whence) {
 
 task<void> file::sync_all() {
     return run(require("aspen::fs::file::sync_all"),
-               [](detail::file_state& st) { check_zero(::fsync(st.fd), "sync_all", st); });
+               [](detail::file_state& st) { detail::check_zero(::fsync(st.fd), "sync_all", st.path); });
 }
 
 task<void> file::sync_data() {
     return run(require("aspen::fs::file::sync_data"),
-               [](detail::file_state& st) { check_zero(::fdatasync(st.fd), "sync_data", st); });
+               [](detail::file_state& st) { detail::check_zero(::fdatasync(st.fd), "sync_data", st.path); });
 }
 
 task<void> file::set_len(std::uint64_t size) {
     return run(require("aspen::fs::file::set_len"), [size](detail::file_state& st) {
-        check_zero(::ftruncate(st.fd, static_cast<off_t>(size)), "set_len", st);
+        detail::check_zero(::ftruncate(st.fd, static_cast<off_t>(size)), "set_len", st.path);
     });
 }
 
 task<metadata_t> file::metadata() {
     return run(require("aspen::fs::file::metadata"), [](detail::file_state& st) {
         struct stat sb {};
-        check_zero(::fstat(st.fd, &sb), "metadata", st);
+        detail::check_zero(::fstat(st.fd, &sb), "metadata", st.path);
         return detail::metadata_of(sb);
     });
 }

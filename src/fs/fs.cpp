@@ -55,7 +55,7 @@ private:
 std::string read_file(const stdfs::path& p) {
     open_fd f(p, O_RDONLY, "read");
     struct stat st {};
-    if (::fstat(f.fd(), &st) != 0) fail(errno, "read", p);
+    detail::check_zero(::fstat(f.fd(), &st), "read", p);
     // One byte more than the size, so a file read whole ends with a read
     // of 0 at once; files that report no size (/proc) grow the buffer.
     std::string out(std::max<std::size_t>(static_cast<std::size_t>(st.st_size) + 1, 4096), '\0');
@@ -74,10 +74,6 @@ void write_file(const stdfs::path& p, const std::string& data, int flags, const 
     open_fd f(p, O_WRONLY | O_CREAT | flags, op);
     detail::write_fully(f.fd(), data, std::nullopt, op, p);
     f.close_checked();
-}
-
-void check(int r, const char* op, const stdfs::path& p) {
-    if (r != 0) fail(errno, op, p);
 }
 
 }  // namespace
@@ -106,11 +102,11 @@ task<void> rename(stdfs::path from, stdfs::path to) {
 }
 
 task<void> remove_file(stdfs::path path) {
-    return on_pool([path = std::move(path)] { check(::unlink(path.c_str()), "remove_file", path); });
+    return on_pool([path = std::move(path)] { detail::check_zero(::unlink(path.c_str()), "remove_file", path); });
 }
 
 task<void> remove_dir(stdfs::path path) {
-    return on_pool([path = std::move(path)] { check(::rmdir(path.c_str()), "remove_dir", path); });
+    return on_pool([path = std::move(path)] { detail::check_zero(::rmdir(path.c_str()), "remove_dir", path); });
 }
 
 task<std::uintmax_t> remove_dir_all(stdfs::path path) {
@@ -118,7 +114,7 @@ task<std::uintmax_t> remove_dir_all(stdfs::path path) {
 }
 
 task<void> create_dir(stdfs::path path) {
-    return on_pool([path = std::move(path)] { check(::mkdir(path.c_str(), 0777), "create_dir", path); });
+    return on_pool([path = std::move(path)] { detail::check_zero(::mkdir(path.c_str(), 0777), "create_dir", path); });
 }
 
 task<void> create_dir_all(stdfs::path path) {
@@ -138,7 +134,7 @@ task<metadata_t> metadata(stdfs::path path) {
     // One stat(2) for all of it: one syscall, and a consistent snapshot.
     return on_pool([path = std::move(path)] {
         struct stat st {};
-        check(::stat(path.c_str(), &st), "metadata", path);
+        detail::check_zero(::stat(path.c_str(), &st), "metadata", path);
         return metadata_of(st);
     });
 }

@@ -51,6 +51,11 @@ task<std::invoke_result_t<F&>> on_pool(F f) {
     throw std::system_error(err, std::generic_category(), what);
 }
 
+// A syscall that returns 0 on success; else throws naming op and the path.
+inline void check_zero(int r, const char* op, const stdfs::path& p) {
+    if (r != 0) fail(errno, op, p);
+}
+
 // A syscall's result, retried on EINTR; other failures throw naming op
 // and the path.
 template <class Call>
