@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Model-checks spec/idle.pml, spec/task_state.pml, spec/driver_watch.pml and spec/fork_block.pml with spin.
 #
-#   bash spec/run.sh            the CI set: 45 jobs, ~90 s CPU, ~45 s wall on 2 cores, <= 1 GB each
+#   bash spec/run.sh            the CI set: 46 jobs, ~120 s CPU, ~60 s wall on 2 cores, <= 1 GB each
 #   SPIN_FULL=1 bash spec/run.sh   also four large runs (~2-3 min more; up to 2.7 GB)
 #   SPIN_JOBS=N                 parallel pan runs (default: nproc)
 #   SPIN_KEEP=1                 keep the work directory (pan, trails, logs)
@@ -49,6 +49,7 @@ JOB_LIST=(
   "task-join|pass|task_state.pml|$FIXES -DSOURCES=1 -DABORTER=1 -DEARLY_AWAITER=1 -DJOIN_AWAIT=2 -DREPOLL=1 -DYIELDS=0|-O0|-m100000 -w22|"
   "task-abort-detach|pass|task_state.pml|$FIXES -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=0 -DJOIN_AWAIT=0 -DYIELDS=0|-O0|-m100000 -w22|"
   "task-inline-wake|pass|task_state.pml|$FIXES -DINLINE=1 -DSOURCES=1 -DABORTER=1 -DEARLY_AWAITER=1 -DJOIN_AWAIT=1 -DREPOLL=1 -DSRC1_TWICE=0 -DPOLLERS=2 -DYIELDS=1|-O0|-m100000 -w22|"
+  "task-inline-abort-handle|pass|task_state.pml|$FIXES -DINLINE=1 -DABORTER_OWN_REF -DSOURCES=1 -DABORTER=1 -DEARLY_AWAITER=1 -DJOIN_AWAIT=1 -DREPOLL=1 -DSRC1_TWICE=0 -DPOLLERS=2 -DYIELDS=1|-O0|-m100000 -w22|"
   "task-inline-complete|pass|task_state.pml|$FIXES -DINLINE=1 -DSOURCES=0 -DABORTER=1 -DEARLY_AWAITER=1 -DJOIN_AWAIT=2 -DREPOLL=1 -DPOLLERS=2 -DYIELDS=0|-O0|-m100000 -w22|"
   "idle-2w|pass|idle.pml|-DNW=2 -DEXT_ITEMS=2 -DINT_ITEMS=2|-O0|-m100000|"
   "idle-1w|pass|idle.pml|-DNW=1 -DEXT_ITEMS=2 -DINT_ITEMS=2|-O0|-m100000|"

@@ -141,7 +141,12 @@
 #define INLINE 0                  /* 1: the joiner may run the task nested (join inlining) */
 #endif
 #if INLINE
+#ifdef ABORTER_OWN_REF
+#define ABORTER_REF ABORTER       /* an abort_handle's reference: nested runs
+                                     then see 4 refs and take the CAS paths */
+#else
 #define ABORTER_REF 0             /* aborts through the awaited handle */
+#endif
 #else
 #define ABORTER_REF ABORTER       /* a snapshot's or a second handle's reference */
 #endif

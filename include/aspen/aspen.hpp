@@ -1,6 +1,7 @@
 // Everything at once.
 #pragma once
 
+#include <aspen/abort_handle.hpp>
 #include <aspen/async_fd.hpp>
 #include <aspen/cancellation_token.hpp>
 #include <aspen/config.hpp>

@@ -3,6 +3,7 @@
 // on unobserved.
 #pragma once
 
+#include <aspen/abort_handle.hpp>
 #include <aspen/detail/task_header.hpp>
 #include <aspen/errors.hpp>
 #include <aspen/task.hpp>
@@ -41,6 +42,13 @@ public:
         if (bits_) detail::abort_task(task());
     }
     bool is_finished() const noexcept { return bits_ && detail::is_complete(task()); }
+    // A handle that can abort this task from anywhere, also after this
+    // join_handle was awaited or dropped (see aspen/abort_handle.hpp).
+    // Throws std::logic_error on an empty handle, as awaiting one does.
+    aspen::abort_handle abort_handle() const {
+        if (!bits_) throw std::logic_error("aspen::join_handle::abort_handle: the handle is empty (moved-from or detached)");
+        return aspen::abort_handle(task());
+    }
     // Lets the task run on; its exception, if any, goes to the runtime's
     // unhandled_exception_handler.
     void detach() noexcept {

@@ -14,6 +14,8 @@
 // runtime of the calling task; `co_await next()` gives the result of the
 // next child to finish, in completion order: the value (std::monostate for
 // void), the child's exception rethrown, or nullopt when no child is left.
+// spawn returns an abort_handle for that one child (Tokio's AbortHandle):
+// once it is aborted, next() throws task_cancelled for it, in its turn.
 // abort_all() aborts every child: they are no longer in the set (size() is
 // 0, next() gives nullopt), and each stops at its next suspension point.
 // `co_await shutdown()` aborts every child and waits until all are gone
@@ -52,7 +54,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -71,35 +73,69 @@ class join_set;
 namespace detail {
 
 // What the children share with the set: finished children's outcomes, in
-// completion order, and the waker of the owner waiting in next().
+// completion order, and the waker of the owner waiting in next(). Outcomes
+// are list nodes allocated when the child is spawned and spliced from
+// list to list afterwards, so reporting one allocates nothing: it also
+// happens in a destructor, when an aborted child's frame goes.
 template <class T>
 struct join_set_state {
     struct outcome {
         std::uint64_t id;
         std::optional<or_monostate<T>> value;
         std::exception_ptr error;
+        bool cancelled = false;  // destroyed before it finished (aborted)
     };
+    using outcomes = std::list<outcome>;
 
-    void push(outcome&& o) {
+    void push(outcomes& from) noexcept {
         aspen::waker w;
         {
             std::lock_guard g(lock);
-            done.push_back(std::move(o));
+            done.splice(done.end(), from);
             w = std::move(waiter);
         }
         w.wake();
     }
 
     aspen::detail::spin_mutex lock;
-    std::deque<outcome> done;
+    outcomes done;
     aspen::waker waiter;
 };
 
-// Runs the child inline and reports its outcome to the set. Aborted, it
-// reports nothing: the set forgot it when it aborted it.
+// A child's outcome on its way to the set, made by spawn() and moved into
+// the child's frame as a parameter: if the frame goes before the child
+// reported (aborted through an abort_handle, even before it started, or
+// destroyed at shutdown), the destructor reports it cancelled, so next()
+// never waits for a child that will not report.
 template <class T>
-task<void> join_set_child(std::shared_ptr<join_set_state<T>> st, std::uint64_t id, task<T> t) {
-    typename join_set_state<T>::outcome o{id, std::nullopt, nullptr};
+class join_set_report {
+public:
+    using state = join_set_state<T>;
+    join_set_report(std::shared_ptr<state> st, std::uint64_t id) : st_(std::move(st)) {
+        slot_.push_back(typename state::outcome{id, std::nullopt, nullptr});
+    }
+    join_set_report(join_set_report&& other) noexcept : st_(std::move(other.st_)) {
+        slot_.splice(slot_.end(), other.slot_);  // leaves other's slot empty
+    }
+    join_set_report& operator=(join_set_report&&) = delete;
+    ~join_set_report() {
+        if (slot_.empty()) return;
+        slot_.front().cancelled = true;
+        st_->push(slot_);
+    }
+    typename state::outcome& outcome() noexcept { return slot_.front(); }
+    void send() noexcept { st_->push(slot_); }
+
+private:
+    std::shared_ptr<state> st_;
+    typename state::outcomes slot_;  // one outcome until sent
+};
+
+// Runs the child inline and reports its outcome to the set. Aborted by
+// abort_all (the set forgot it), its cancelled report is skipped by next().
+template <class T>
+task<void> join_set_child(join_set_report<T> report, task<T> t) {
+    auto& o = report.outcome();
     try {
         if constexpr (std::is_void_v<T>) {
             co_await t;
@@ -110,7 +146,7 @@ task<void> join_set_child(std::shared_ptr<join_set_state<T>> st, std::uint64_t i
     } catch (...) {
         o.error = std::current_exception();
     }
-    st->push(std::move(o));
+    report.send();
 }
 
 }  // namespace detail
@@ -131,12 +167,13 @@ public:
 private:
     friend class detail::sync::leaf_awaitable<join_set_next_awaitable>;
     using outcome = typename detail::join_set_state<T>::outcome;
+    using outcomes = typename detail::join_set_state<T>::outcomes;
     enum class phase : unsigned char { init, waiting, ready, done };  // owner-only
 
     bool poll(context& cx);
 
     join_set<T>* set_;
-    std::optional<outcome> result_;  // taken by the completing poll, handed out by await_resume
+    outcomes result_;  // taken by the completing poll (one node), handed out by await_resume
     phase phase_ = phase::init;
 };
 
@@ -148,16 +185,19 @@ public:
     join_set& operator=(const join_set&) = delete;
     ~join_set() { abort_all_unchecked(); }
 
-    void spawn(task<T> t) {
+    // Starts t; the abort_handle cancels this child alone (next() then
+    // throws task_cancelled for it), from any thread.
+    aspen::abort_handle spawn(task<T> t) {
         check_owner("aspen::join_set::spawn");
         std::uint64_t id = next_id_++;
         auto [it, inserted] = live_.try_emplace(id);
         try {
-            it->second = aspen::spawn(detail::join_set_child<T>(state_, id, std::move(t)));
+            it->second = aspen::spawn(detail::join_set_child<T>(detail::join_set_report<T>(state_, id), std::move(t)));
         } catch (...) {
-            live_.erase(it);
+            live_.erase(it);  // a report the failed spawn made is skipped
             throw;
         }
+        return it->second.abort_handle();
     }
 
     // co_await next() -> std::optional<T> (std::monostate for void): the next
@@ -210,7 +250,7 @@ private:
             }
         }
         live_.clear();
-        std::deque<typename detail::join_set_state<T>::outcome> dropped;  // destroyed outside the lock
+        typename detail::join_set_state<T>::outcomes dropped;  // destroyed outside the lock
         std::lock_guard g(state_->lock);
         dropped.swap(state_->done);
     }
@@ -228,15 +268,14 @@ bool join_set_next_awaitable<T>::poll(context& cx) {
         throw std::logic_error("aspen::join_set::next: the awaitable was already awaited");
     auto& st = *set_->state_;
     std::lock_guard g(st.lock);
-    // Outcomes of children aborted after they reported are skipped.
+    // Outcomes of children the set forgot (abort_all) are skipped.
     while (!st.done.empty()) {
-        outcome o = std::move(st.done.front());
-        st.done.pop_front();
-        if (set_->live_.count(o.id)) {
-            result_.emplace(std::move(o));
+        if (set_->live_.count(st.done.front().id)) {
+            result_.splice(result_.end(), st.done, st.done.begin());
             phase_ = phase::ready;
             return true;
         }
+        st.done.pop_front();
     }
     if (set_->live_.empty()) {
         phase_ = phase::ready;  // nothing left: nullopt
@@ -251,10 +290,11 @@ template <class T>
 typename join_set_next_awaitable<T>::value_type join_set_next_awaitable<T>::await_resume() {
     this->rethrow_if_error();
     phase_ = phase::done;
-    if (!result_) return std::nullopt;
-    outcome o = std::move(*result_);
-    result_.reset();
+    if (result_.empty()) return std::nullopt;
+    outcome o = std::move(result_.front());
+    result_.clear();
     set_->live_.erase(o.id);  // drops the child's handle; its task has reported
+    if (o.cancelled) throw task_cancelled();
     if (o.error) std::rethrow_exception(o.error);
     return std::move(o.value);
 }
@@ -265,10 +305,10 @@ join_set_next_awaitable<T>::~join_set_next_awaitable() {
         aspen::waker stale;  // ours; dropped after the lock is released
         std::lock_guard g(set_->state_->lock);
         stale = std::move(set_->state_->waiter);
-    } else if (phase_ == phase::ready && result_) {
+    } else if (phase_ == phase::ready && !result_.empty()) {
         // Taken but never handed out: put it back first in line.
         std::lock_guard g(set_->state_->lock);
-        set_->state_->done.push_front(std::move(*result_));
+        set_->state_->done.splice(set_->state_->done.begin(), result_);
     }
 }
 

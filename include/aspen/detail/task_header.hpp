@@ -25,7 +25,11 @@
 //   refcount       (state >> REF_SHIFT): join handle, each waker clone, the
 //                  task's own life while not complete (it keeps the frame for
 //                  the registry / shutdown), the run queue / poller while
-//                  NOTIFIED or RUNNING. The memory is freed at zero.
+//                  NOTIFIED or RUNNING, each abort_handle (it only aborts
+//                  and reads COMPLETE, as the join handle can, so it is a
+//                  ref like a waker clone's: the exclusive paths below,
+//                  which need exactly 3 refs, then take their CAS paths).
+//                  The memory is freed at zero.
 //
 // Transition table (every change is one CAS or RMW on the word):
 //
