@@ -3,6 +3,7 @@
 #include <aspen/aspen.hpp>
 #include <aspen/sync/semaphore.hpp>
 
+#include "runtime_kinds.hpp"
 #include "test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <random>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -272,5 +274,102 @@ TEST(SyncSemaphore, BinarySemaphoreExcludes) {
     EXPECT_EQ(total, 16 * 500);
     EXPECT_EQ(s.available(), 1u);
 }
+
+// ---- close ---------------------------------------------------------------------
+
+class SyncSemaphoreClose : public ::testing::TestWithParam<int> {};
+
+// 1 when the acquire got its permits, 0 when it threw semaphore_closed.
+aspen::task<int> acquire_or_closed(aspen::semaphore* s, std::size_t k, std::atomic<int>* queued) {
+    try {
+        queued->fetch_add(1);
+        auto p = co_await s->acquire(k);
+        co_return 1;
+    } catch (const aspen::semaphore_closed&) {
+        co_return 0;
+    }
+}
+
+// Waiters queued behind a held permit are all woken by close() and throw;
+// the permit granted before stays valid; later acquires throw at once.
+aspen::task<int> close_wakes_waiters_body(aspen::semaphore* s) {
+    aspen::semaphore_permit held = co_await s->acquire(1);
+    std::atomic<int> queued{0};
+    std::vector<aspen::join_handle<int>> hs;
+    for (int i = 0; i < 20; ++i) hs.push_back(aspen::spawn(acquire_or_closed(s, 1 + i % 2, &queued)));
+    while (s->waiter_count() != 20) co_await aspen::yield_now();
+    s->close();
+    s->close();  // twice: harmless
+    int granted = 0;
+    for (auto& h : hs) granted += co_await h;
+    if (granted != 0 || s->waiter_count() != 0) co_return 1;
+    held.release();  // counted, but nobody can take it any more
+    if (s->available() != 1 || s->try_acquire(1).has_value() || s->try_acquire(0).has_value()) co_return 2;
+    int late = co_await acquire_or_closed(s, 0, &queued);
+    late += co_await acquire_or_closed(s, 1, &queued);
+    co_return late == 0 && s->is_closed() ? 0 : 3;
+}
+
+TEST_P(SyncSemaphoreClose, CloseWakesEveryWaiterAndRefusesLaterAcquires) {
+    aspen::semaphore s(1);
+    EXPECT_FALSE(s.is_closed());
+    EXPECT_EQ(aspen_test::run_on(GetParam(), close_wakes_waiters_body(&s), "semaphore close"), 0);
+}
+
+// close() from a plain thread while tasks acquire and release: each acquire
+// either got its permits (and gave them back) or threw; none is left
+// waiting, and the permits granted before the close all come back.
+aspen::task<int> close_race_body(aspen::semaphore* s, int tasks, std::atomic<int>* got) {
+    std::atomic<int> queued{0};
+    std::vector<aspen::join_handle<int>> hs;
+    for (int i = 0; i < tasks; ++i) hs.push_back(aspen::spawn(acquire_or_closed(s, 1 + i % 3, &queued)));
+    std::thread closer([s, &queued, tasks] {
+        while (queued.load() < tasks / 2) std::this_thread::yield();
+        s->close();
+    });
+    int closed = 0;
+    for (auto& h : hs) {
+        int r = co_await h;
+        got->fetch_add(r);
+        closed += 1 - r;
+    }
+    closer.join();
+    co_return closed;
+}
+
+TEST_P(SyncSemaphoreClose, CloseRacingWithAcquiresLosesNoPermitAndLeavesNoWaiter) {
+#ifdef ASPEN_SANITIZED
+    constexpr int tasks = 400;
+#else
+    constexpr int tasks = 4000;
+#endif
+    aspen::semaphore s(3);
+    std::atomic<int> got{0};
+    int closed = aspen_test::run_on(GetParam(), close_race_body(&s, tasks, &got), "semaphore close race");
+    EXPECT_EQ(got.load() + closed, tasks);
+    EXPECT_EQ(s.waiter_count(), 0u);
+    EXPECT_EQ(s.available(), 3u);
+    EXPECT_TRUE(s.is_closed());
+}
+
+// In a select the closed acquire completes (by throwing), so the select
+// does not wait on the other branch.
+aspen::task<int> select_closed_body(aspen::semaphore* s) {
+    aspen::notify never;
+    s->close();
+    try {
+        (void)co_await aspen::select(s->acquire(1), never.notified());
+    } catch (const aspen::semaphore_closed&) {
+        co_return 0;
+    }
+    co_return 1;
+}
+
+TEST_P(SyncSemaphoreClose, AClosedAcquireWinsASelectByThrowing) {
+    aspen::semaphore s(0);
+    EXPECT_EQ(aspen_test::run_on(GetParam(), select_closed_body(&s), "select closed"), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, SyncSemaphoreClose, aspen_test::runtime_kinds, aspen_test::kind_name);
 
 }  // namespace

@@ -26,4 +26,11 @@ public:
     runtime_shut_down() : std::runtime_error("aspen: the runtime has been shut down; spawn refused") {}
 };
 
+// Thrown by awaiting semaphore::acquire on a semaphore that was closed
+// (before or while the task waited), as Tokio's AcquireError.
+class semaphore_closed : public std::runtime_error {
+public:
+    semaphore_closed() : std::runtime_error("aspen: the semaphore was closed; no permit granted") {}
+};
+
 }  // namespace aspen

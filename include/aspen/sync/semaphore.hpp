@@ -8,6 +8,7 @@
 //   if (auto p = s.try_acquire()) { ... }
 //   s.release(3);        // adds permits (e.g. after permit.forget())
 //   s.available();       // permits free right now
+//   s.close();           // waiting and later acquires throw semaphore_closed
 //
 // Fairness: strictly FIFO. Waiters are served in the order they first
 // polled acquire(); a large request at the head of the queue blocks smaller
@@ -23,11 +24,19 @@
 // (to the next waiters in line). A semaphore_permit gives its permits back
 // when destroyed, unless forget() was called.
 //
+// Closing (Tokio's Semaphore::close), e.g. to stop admitting work at
+// shutdown: every waiting acquire() and every later one throws
+// aspen::semaphore_closed (acquire(0) too), try_acquire gives nullopt.
+// Permits already granted stay valid and may be released; release() still
+// counts them, but no acquire takes them any more. A waiter granted its
+// permits just before close() keeps them. Closing twice is harmless.
+//
 // Rules: the semaphore must outlive every permit and acquire() awaitable.
 // Awaiting the same acquire() awaitable twice throws std::logic_error.
 #pragma once
 
 #include <aspen/detail/spin_mutex.hpp>
+#include <aspen/errors.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/waker.hpp>
@@ -101,6 +110,7 @@ private:
     enum class phase : unsigned char { init, waiting, owns, done };  // owner-only
 
     bool poll(aspen::context& cx);
+    bool poll_first(aspen::context& cx);
 
     semaphore* s_;
     node node_;
@@ -119,6 +129,7 @@ public:
     // k permits if they are free and nobody is queued, else nullopt.
     std::optional<semaphore_permit> try_acquire(std::size_t k = 1) {
         std::lock_guard g(state_);
+        if (closed_) return std::nullopt;
         if (k == 0) return semaphore_permit(this, 0);
         if (!waiters_.empty() || permits_ < k) return std::nullopt;
         permits_ -= k;
@@ -132,6 +143,28 @@ public:
         std::unique_lock g(state_);
         permits_ += k;
         grant_locked(g, wake);
+    }
+
+    // Wakes every waiter, which then throws semaphore_closed, as every
+    // later acquire does (see "Closing" above).
+    void close() noexcept {
+        detail::sync::waker_batch wake;
+        std::unique_lock g(state_);
+        closed_ = true;
+        // Unlinked here, so a waiter's poll (and its destructor) knows it
+        // was refused: linked() turns false without granted.
+        while (auto* n = static_cast<node*>(waiters_.pop_front())) {
+            wake.push(std::move(n->waker));
+            if (wake.full()) {
+                g.unlock();
+                wake.wake_all();
+                g.lock();
+            }
+        }
+    }
+    bool is_closed() const {
+        std::lock_guard g(state_);
+        return closed_;
     }
 
     // Snapshots, for diagnostics and tests.
@@ -170,6 +203,7 @@ private:
     mutable aspen::detail::spin_mutex state_;
     std::size_t permits_;
     detail::sync::waiter_list waiters_;
+    bool closed_ = false;
 };
 
 inline void semaphore_permit::release() noexcept {
@@ -181,36 +215,43 @@ inline void semaphore_permit::release() noexcept {
 
 inline bool semaphore_acquire_awaitable::poll(aspen::context& cx) {
     switch (phase_) {
-        case phase::init: {
-            if (node_.needed == 0) {
-                phase_ = phase::owns;
-                return true;
-            }
-            std::lock_guard g(s_->state_);
-            if (s_->waiters_.empty() && s_->permits_ >= node_.needed) {
-                s_->permits_ -= node_.needed;
-                phase_ = phase::owns;
-                return true;
-            }
-            node_.waker = cx.waker();
-            s_->waiters_.push_back(&node_);
-            phase_ = phase::waiting;
-            return false;
-        }
+        case phase::init:
+            if (poll_first(cx)) return phase_ == phase::owns;
+            break;  // closed
         case phase::waiting: {
             std::lock_guard g(s_->state_);
             if (node_.granted) {
                 phase_ = phase::owns;
                 return true;
             }
-            detail::sync::store_waker(node_.waker, cx);
-            return false;
+            if (node_.linked()) {
+                detail::sync::store_waker(node_.waker, cx);
+                return false;
+            }
+            break;  // close() took it out of the queue
         }
         case phase::owns:
         case phase::done:
-            break;
+            throw std::logic_error("aspen::semaphore::acquire: the awaitable was already awaited");
     }
-    throw std::logic_error("aspen::semaphore::acquire: the awaitable was already awaited");
+    // Thrown outside the semaphore's lock (it allocates).
+    phase_ = phase::done;
+    throw semaphore_closed();
+}
+
+// The first poll: takes the permits or queues; false if the semaphore is closed.
+inline bool semaphore_acquire_awaitable::poll_first(aspen::context& cx) {
+    std::lock_guard g(s_->state_);
+    if (s_->closed_) return false;
+    if (node_.needed == 0 || (s_->waiters_.empty() && s_->permits_ >= node_.needed)) {
+        s_->permits_ -= node_.needed;
+        phase_ = phase::owns;
+        return true;
+    }
+    node_.waker = cx.waker();
+    s_->waiters_.push_back(&node_);
+    phase_ = phase::waiting;
+    return true;
 }
 
 inline semaphore_permit semaphore_acquire_awaitable::await_resume() {
@@ -226,7 +267,7 @@ inline semaphore_acquire_awaitable::~semaphore_acquire_awaitable() {
             std::unique_lock g(s_->state_);
             if (node_.granted)
                 s_->permits_ += node_.needed;  // assigned but never resumed: give them back
-            else
+            else if (node_.linked())
                 node_.unlink();  // it may have blocked the head: re-examine below
             s_->grant_locked(g, wake);
             break;
