@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -30,11 +32,13 @@ std::string kind_name(const ::testing::TestParamInfo<int>& info) {
     return info.param == 0 ? std::string("current_thread") : "workers" + std::to_string(info.param);
 }
 
-aspen_runtime* make_runtime(int kind) {
+// A runtime of that kind, with the defaults changed by `edit`.
+aspen_runtime* make_runtime(int kind, const std::function<void(aspen_config&)>& edit = {}) {
     aspen_config cfg;
     EXPECT_EQ(aspen_config_init(&cfg), ASPEN_OK);
     cfg.current_thread = kind == 0;
     if (kind > 0) cfg.workers = static_cast<size_t>(kind);
+    if (edit) edit(cfg);
     aspen_runtime* rt = nullptr;
     EXPECT_EQ(aspen_runtime_new(&cfg, &rt), ASPEN_OK) << aspen_last_error();
     return rt;
@@ -807,6 +811,7 @@ TEST(capi_config, DefaultsMatchTheCppConfig) {
     EXPECT_EQ(cfg.coop_budget, 128u);
     EXPECT_EQ(cfg.thread_name, nullptr);
     EXPECT_EQ(cfg.start_paused, 0);
+    EXPECT_EQ(cfg.poll_time_histogram, 0);
     aspen_runtime* rt = nullptr;
     ASSERT_EQ(aspen_runtime_new(nullptr, &rt), ASPEN_OK);  // NULL config: defaults
     EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
@@ -979,14 +984,7 @@ TEST(capi_misuse, ConcurrentWaitersOnOneJoin) {
 // ---- the paused clock ---------------------------------------------------------
 
 aspen_runtime* make_paused_runtime(int kind, bool paused = true) {
-    aspen_config cfg;
-    EXPECT_EQ(aspen_config_init(&cfg), ASPEN_OK);
-    cfg.current_thread = kind == 0;
-    if (kind > 0) cfg.workers = static_cast<size_t>(kind);
-    cfg.start_paused = paused ? 1 : 0;
-    aspen_runtime* rt = nullptr;
-    EXPECT_EQ(aspen_runtime_new(&cfg, &rt), ASPEN_OK) << aspen_last_error();
-    return rt;
+    return make_runtime(kind, [paused](aspen_config& c) { c.start_paused = paused ? 1 : 0; });
 }
 
 constexpr uint64_t hour_ns = 3600ull * 1000 * 1000 * 1000;
@@ -1086,7 +1084,7 @@ TEST_P(capi_paused, AdvanceFiresTheTimerAndYieldsToItsTask) {
     EXPECT_EQ(a.after - a.before, hour_ns);  // nothing else moved the paused clock
     EXPECT_EQ(a.sleeper.end - a.sleeper.start, hour_ns);
     // One thread: the advance's yield let the woken sleeper finish first.
-    if (GetParam() == 0) {
+    if (GetParam() <= 1) {
         EXPECT_TRUE(a.child_done_after_advance);
     }
     EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
@@ -1476,6 +1474,363 @@ TEST(capi_misuse, ChannelArguments) {
     aspen_receiver_free(rx);
     aspen_sender_free(nullptr);
     aspen_receiver_free(nullptr);
+}
+
+// ---- the coop budget of C polls ----------------------------------------------------
+
+constexpr uint32_t small_budget = 4;
+constexpr size_t loop_ops = 1000;  // operations a loop does; every one is ready at once
+
+// A C task that does `target` operations that are all ready at once, in a
+// loop inside one poll call; it returns only when an operation is pending,
+// which with everything ready can only be the coop budget's yield. Its
+// first poll spawns two tasks onto its worker: the second takes the next
+// slot and pushes the first into the ring, where a plain self-wake would
+// requeue the loop in front of it (the owner pops the newest end).
+struct ready_loop {
+    aspen_status (*step)(ready_loop&, aspen_context*) = nullptr;
+    size_t target = loop_ops;
+    size_t done = 0;
+    size_t in_this_poll = 0;
+    size_t most_in_one_poll = 0;
+    size_t pendings = 0;
+    bool in_order = true;  // each operation gave what the one before left next
+    probe others[2];
+    aspen_join* other_joins[2] = {nullptr, nullptr};
+    int others_run_at_end = -1;  // how many of the two had run when the loop ended
+    // What the steps work on.
+    aspen_sender* tx = nullptr;
+    aspen_receiver* rx = nullptr;
+    aspen_timer* timer = nullptr;
+    aspen_fd* fd = nullptr;
+    unsigned char byte = 0;  // an fd read's buffer: a pending read keeps its arg
+};
+
+aspen_status ready_loop_poll(void* d, aspen_context* cx) {
+    auto* l = static_cast<ready_loop*>(d);
+    for (size_t i = 0; i < 2; ++i) {
+        if (l->other_joins[i]) continue;
+        aspen_status s = aspen_spawn(aspen_context_runtime(cx), ready_probe, &l->others[i], nullptr, &l->other_joins[i]);
+        if (s != ASPEN_OK) return s;
+    }
+    l->in_this_poll = 0;
+    while (l->done < l->target) {
+        aspen_status s = l->step(*l, cx);
+        if (s == ASPEN_PENDING) ++l->pendings;
+        if (s != ASPEN_READY) return s;
+        ++l->done;
+        l->most_in_one_poll = std::max(l->most_in_one_poll, ++l->in_this_poll);
+    }
+    // relaxed: read only where this task shares the others' one thread.
+    l->others_run_at_end = l->others[0].polls.load(std::memory_order_relaxed) +
+                           l->others[1].polls.load(std::memory_order_relaxed);
+    return ASPEN_READY;
+}
+
+class capi_coop : public ::testing::TestWithParam<int> {
+protected:
+    void SetUp() override {
+        rt = make_runtime(GetParam(), [](aspen_config& c) { c.coop_budget = small_budget; });
+    }
+    void TearDown() override { EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK); }
+
+    // Runs l to its end: every operation done, in order, none lost; no poll
+    // did more than the budget; and where the loop shares one thread with
+    // the two tasks it spawned, both ran before it ended.
+    void run(ready_loop& l, const char* what) {
+        ASSERT_EQ(aspen_block_on(rt, ready_loop_poll, &l, nullptr), ASPEN_OK) << what << ": " << aspen_last_error();
+        for (aspen_join* j : l.other_joins) {
+            EXPECT_EQ(aspen_join_wait(j), ASPEN_OK);
+            aspen_join_free(j);
+        }
+        EXPECT_EQ(l.done, l.target) << what;
+        EXPECT_TRUE(l.in_order) << what;
+        EXPECT_LE(l.most_in_one_poll, size_t{small_budget}) << what;
+        EXPECT_GE(l.pendings, l.target / small_budget - 1) << what;
+        if (GetParam() <= 1) {
+            EXPECT_EQ(l.others_run_at_end, 2) << what;
+        }
+    }
+    aspen_runtime* rt = nullptr;
+};
+
+aspen_status recv_step(ready_loop& l, aspen_context* cx) {
+    void* m = nullptr;
+    aspen_status s = aspen_recv_poll(l.rx, cx, &m);
+    if (s == ASPEN_READY && id_of(m) != l.done) l.in_order = false;
+    return s;
+}
+
+TEST_P(capi_coop, ARecvLoopOnAFullChannelYieldsAndTakesEveryMessageOnce) {
+    for (size_t capacity : {size_t{0}, loop_ops}) {
+        ready_loop l;
+        l.step = recv_step;
+        ASSERT_EQ(aspen_channel_new(capacity, nullptr, &l.tx, &l.rx), ASPEN_OK);
+        for (size_t i = 0; i < loop_ops; ++i) ASSERT_EQ(aspen_try_send(l.tx, msg_of(i)), ASPEN_OK);
+        aspen_sender_free(l.tx);
+        run(l, capacity == 0 ? "unbounded" : "bounded");
+        void* m = nullptr;
+        EXPECT_EQ(aspen_try_recv(l.rx, &m), ASPEN_CLOSED);  // nothing left behind, nothing taken twice
+        aspen_receiver_free(l.rx);
+    }
+}
+
+aspen_status send_step(ready_loop& l, aspen_context* cx) { return aspen_send_poll(l.tx, msg_of(l.done), cx); }
+
+TEST_P(capi_coop, ASendLoopWithRoomYieldsAndSendsEveryMessageOnce) {
+    for (size_t capacity : {size_t{0}, loop_ops}) {
+        ready_loop l;
+        l.step = send_step;
+        ASSERT_EQ(aspen_channel_new(capacity, nullptr, &l.tx, &l.rx), ASPEN_OK);
+        run(l, capacity == 0 ? "unbounded" : "bounded");
+        aspen_sender_free(l.tx);
+        void* m = nullptr;
+        for (size_t i = 0; i < loop_ops; ++i) {
+            ASSERT_EQ(aspen_try_recv(l.rx, &m), ASPEN_OK) << i;
+            ASSERT_EQ(id_of(m), i);
+        }
+        EXPECT_EQ(aspen_try_recv(l.rx, &m), ASPEN_CLOSED);
+        aspen_receiver_free(l.rx);
+    }
+}
+
+aspen_status timer_step(ready_loop& l, aspen_context* cx) {
+    aspen_status s = aspen_timer_poll(l.timer, cx);
+    if (s == ASPEN_READY) aspen_timer_reset(l.timer, 0);  // due again at once
+    return s;
+}
+
+TEST_P(capi_coop, ALoopOnADueTimerYields) {
+    ready_loop l;
+    l.step = timer_step;
+    ASSERT_EQ(aspen_timer_new(0, &l.timer), ASPEN_OK);
+    run(l, "timer");
+    aspen_timer_free(l.timer);
+}
+
+long long read_one(void* buf, int fd) { return ::read(fd, buf, 1); }
+
+aspen_status fd_step(ready_loop& l, aspen_context* cx) {
+    long long r = 0;
+    aspen_status s = aspen_fd_poll(l.fd, ASPEN_FD_READ, read_one, &l.byte, &r, cx);
+    if (s == ASPEN_READY && (r != 1 || l.byte != static_cast<unsigned char>(l.done))) l.in_order = false;
+    return s;
+}
+
+TEST_P(capi_coop, AReadLoopOnAFullPipeYieldsAndReadsEveryByteOnce) {
+    int p[2];
+    ASSERT_EQ(::pipe(p), 0);
+    for (size_t i = 0; i < loop_ops; ++i) {
+        auto b = static_cast<unsigned char>(i);
+        ASSERT_EQ(::write(p[1], &b, 1), 1);
+    }
+    ready_loop l;
+    l.step = fd_step;
+    ASSERT_EQ(aspen_fd_adopt(p[0], &l.fd), ASPEN_OK);
+    run(l, "fd");
+    unsigned char b = 0;
+    EXPECT_EQ(::read(aspen_fd_native(l.fd), &b, 1), -1);  // every byte was read by the loop, once
+    EXPECT_EQ(errno, EAGAIN);
+    aspen_fd_free(l.fd);
+    ::close(p[1]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, capi_coop, kinds, kind_name);
+
+// ---- closing a channel from the receiver's side -----------------------------------
+
+// Spawns a task that sends on a full channel and, once that send waits,
+// closes the receiver; its outcome is the send's.
+struct closer {
+    one_send sender;
+    aspen_receiver* rx = nullptr;
+    aspen_join* sj = nullptr;
+};
+
+aspen_status closer_poll(void* d, aspen_context* cx) {
+    auto* c = static_cast<closer*>(d);
+    if (!c->sj) {
+        aspen_status s = aspen_spawn(aspen_context_runtime(cx), one_send_poll, &c->sender, drop_one_send, &c->sj);
+        if (s != ASPEN_OK) return s;
+    }
+    // acquire: pairs with the sender's release once its send is queued.
+    if (c->sender.pending_polls.load(std::memory_order_acquire) == 0) return yield_now(cx);
+    if (aspen_status s = aspen_receiver_close(c->rx); s != ASPEN_OK) return s;
+    return aspen_join_poll(c->sj, cx);
+}
+
+void drop_closer(void* d) { aspen_join_free(static_cast<closer*>(d)->sj); }
+
+TEST_P(capi, ReceiverCloseReleasesAWaitingSenderWithItsMessage) {
+    std::vector<int> drops(2, 0);
+    aspen_sender* tx = nullptr;
+    closer c;
+    ASSERT_EQ(aspen_channel_new(1, drop_tracked, &tx, &c.rx), ASPEN_OK);
+    ASSERT_EQ(aspen_try_send(tx, new tracked{&drops, 0}), ASPEN_OK);  // full now
+    auto* second = new tracked{&drops, 1};
+    c.sender.msg = second;
+    ASSERT_EQ(aspen_sender_clone(tx, &c.sender.tx), ASPEN_OK);
+    EXPECT_EQ(aspen_block_on(rt, closer_poll, &c, drop_closer), ASPEN_CLOSED);  // the waiting send's outcome
+    EXPECT_EQ(drops[1], 0);  // never sent: it came back to the caller
+    delete second;
+    // Closed for sending; the message that was in it is still there.
+    EXPECT_EQ(aspen_try_send(tx, msg_of(5)), ASPEN_CLOSED);
+    void* m = nullptr;
+    ASSERT_EQ(aspen_try_recv(c.rx, &m), ASPEN_OK);
+    EXPECT_EQ(static_cast<tracked*>(m)->id, 0u);
+    delete static_cast<tracked*>(m);
+    EXPECT_EQ(aspen_try_recv(c.rx, &m), ASPEN_CLOSED);  // tx lives, yet the stream ended
+    EXPECT_NE(std::strstr(aspen_last_error(), "end of stream"), nullptr) << aspen_last_error();
+    aspen_receiver_free(c.rx);
+    EXPECT_EQ(drops[0], 0);  // received, so not the channel's to drop
+    aspen_sender_free(tx);
+}
+
+TEST_P(capi, ReceiverCloseKeepsTheMessagesForRecvPollThenEndsTheStream) {
+    for (size_t capacity : {size_t{0}, size_t{1}, size_t{64}}) {  // 64: the receiver takes batches of 4
+        const size_t n = capacity == 1 ? 1 : 10;
+        consumer c;
+        aspen_sender* tx = nullptr;
+        ASSERT_EQ(aspen_channel_new(capacity, nullptr, &tx, &c.rx), ASPEN_OK);
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(aspen_try_send(tx, msg_of(i)), ASPEN_OK);
+        EXPECT_EQ(aspen_receiver_close(c.rx), ASPEN_OK);
+        EXPECT_EQ(aspen_receiver_close(c.rx), ASPEN_OK);  // a second close changes nothing
+        EXPECT_EQ(aspen_try_send(tx, msg_of(n)), ASPEN_CLOSED);
+        one_send late;
+        late.msg = msg_of(n);
+        ASSERT_EQ(aspen_sender_clone(tx, &late.tx), ASPEN_OK);
+        EXPECT_EQ(aspen_block_on(rt, one_send_poll, &late, drop_one_send), ASPEN_CLOSED) << capacity;
+        // tx still lives: only the close can end the stream after the n messages.
+        EXPECT_EQ(aspen_block_on(rt, consumer_poll, &c, nullptr), ASPEN_OK) << capacity;
+        EXPECT_EQ(c.received, n) << capacity;
+        EXPECT_TRUE(c.in_order);
+        aspen_receiver_free(c.rx);
+        aspen_sender_free(tx);
+    }
+}
+
+TEST(capi_channel_ends, MessagesLeftAfterACloseAreDroppedOnceAtFree) {
+    std::vector<int> drops(10, 0);
+    aspen_sender* tx = nullptr;
+    aspen_receiver* rx = nullptr;
+    ASSERT_EQ(aspen_channel_new(64, drop_tracked, &tx, &rx), ASPEN_OK);
+    for (size_t i = 0; i < drops.size(); ++i) ASSERT_EQ(aspen_try_send(tx, new tracked{&drops, i}), ASPEN_OK);
+    ASSERT_EQ(aspen_receiver_close(rx), ASPEN_OK);
+    for (size_t i = 0; i < 3; ++i) {
+        void* m = nullptr;
+        ASSERT_EQ(aspen_try_recv(rx, &m), ASPEN_OK);
+        EXPECT_EQ(static_cast<tracked*>(m)->id, i);
+        delete static_cast<tracked*>(m);
+    }
+    aspen_receiver_free(rx);
+    for (size_t i = 0; i < drops.size(); ++i) EXPECT_EQ(drops[i], i < 3 ? 0 : 1) << "message " << i;
+    aspen_sender_free(tx);
+}
+
+TEST(capi_misuse, ReceiverCloseArguments) {
+    EXPECT_EQ(aspen_receiver_close(nullptr), ASPEN_EINVAL);
+    EXPECT_NE(std::strstr(aspen_last_error(), "NULL"), nullptr) << aspen_last_error();
+}
+
+// ---- the poll-time histogram ------------------------------------------------------
+
+uint64_t bucket_sum(const aspen_metrics& m) {
+    uint64_t n = 0;
+    for (uint64_t b : m.poll_time_histogram) n += b;
+    return n;
+}
+
+// Some polls: a parent joining its children, and a task that yields.
+void make_polls(aspen_runtime* rt) {
+    parent p;
+    p.children = 200;
+    EXPECT_EQ(aspen_block_on(rt, parent_poll, &p, drop_parent), ASPEN_OK) << aspen_last_error();
+    yielder y;
+    y.left = 100;
+    EXPECT_EQ(aspen_block_on(rt, yielder_poll, &y, nullptr), ASPEN_OK);
+}
+
+class capi_histogram : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(capi_histogram, EveryPollLandsInExactlyOneBucketWhenAskedFor) {
+    const auto [kind, on] = GetParam();
+    aspen_runtime* rt = make_runtime(kind, [on = on](aspen_config& c) { c.poll_time_histogram = on ? 1 : 0; });
+    make_polls(rt);
+    ASSERT_EQ(aspen_runtime_shutdown(rt), ASPEN_OK);  // nothing runs now: the counters add up
+    aspen_metrics total;
+    total.size = sizeof total;
+    ASSERT_EQ(aspen_runtime_metrics(rt, &total), ASPEN_OK) << aspen_last_error();
+    EXPECT_GE(total.polls, 300u);
+    if (on) {
+        EXPECT_EQ(bucket_sum(total), total.polls);
+        EXPECT_GT(total.poll_time_ns, 0u);
+        EXPECT_LE(total.longest_poll_ns, total.poll_time_ns);
+    } else {
+        EXPECT_EQ(bucket_sum(total), 0u);
+        EXPECT_EQ(total.poll_time_ns, 0u);
+        EXPECT_EQ(total.longest_poll_ns, 0u);
+    }
+    uint64_t time_ns = 0, longest = 0;
+    for (size_t w = 0; w < total.workers; ++w) {
+        aspen_metrics one;
+        one.size = sizeof one;
+        ASSERT_EQ(aspen_runtime_worker_metrics(rt, w, &one), ASPEN_OK) << aspen_last_error();
+        EXPECT_EQ(bucket_sum(one), on ? one.polls : 0u) << "worker " << w;
+        time_ns += one.poll_time_ns;
+        longest = std::max(longest, one.longest_poll_ns);
+    }
+    EXPECT_EQ(time_ns, total.poll_time_ns);
+    EXPECT_EQ(longest, total.longest_poll_ns);
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, capi_histogram, ::testing::Combine(kinds, ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<int, bool>>& info) {
+                             int kind = std::get<0>(info.param);
+                             return (kind == 0 ? std::string("current_thread") : "workers" + std::to_string(kind)) +
+                                    (std::get<1>(info.param) ? "_on" : "_off");
+                         });
+
+TEST(capi_histogram_abi, AnOlderMetricsStructIsNotWrittenPastItsEnd) {
+    aspen_runtime* rt = make_runtime(2, [](aspen_config& c) { c.poll_time_histogram = 1; });
+    make_polls(rt);
+    // The struct as it was before the histogram was appended.
+    const size_t old_size = offsetof(aspen_metrics, poll_time_histogram);
+    for (int worker = -1; worker < 2; ++worker) {
+        unsigned char buf[sizeof(aspen_metrics) + 16];
+        std::memset(buf, 0xAB, sizeof buf);
+        auto* old = reinterpret_cast<aspen_metrics*>(buf);
+        old->size = old_size;
+        aspen_status s = worker < 0 ? aspen_runtime_metrics(rt, old)
+                                    : aspen_runtime_worker_metrics(rt, static_cast<size_t>(worker), old);
+        ASSERT_EQ(s, ASPEN_OK) << aspen_last_error();
+        EXPECT_EQ(old->size, old_size);
+        EXPECT_EQ(old->workers, 2u);
+        if (worker < 0) {
+            EXPECT_GE(old->polls, 300u);
+        }
+        for (size_t i = old_size; i < sizeof buf; ++i) ASSERT_EQ(buf[i], 0xAB) << "byte " << i << " written";
+    }
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+}
+
+TEST(capi_histogram_abi, AnOlderConfigWithoutTheFieldGetsTheDefault) {
+    for (bool old : {true, false}) {
+        aspen_runtime* rt = make_runtime(1, [old](aspen_config& c) {
+            c.poll_time_histogram = 1;
+            if (old) c.size = offsetof(aspen_config, poll_time_histogram);  // beyond its size: not read
+        });
+        make_polls(rt);
+        aspen_metrics m;
+        m.size = sizeof m;
+        ASSERT_EQ(aspen_runtime_metrics(rt, &m), ASPEN_OK) << aspen_last_error();
+        if (old) {
+            EXPECT_EQ(bucket_sum(m), 0u);
+        } else {
+            EXPECT_GT(bucket_sum(m), 0u);
+        }
+        EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+    }
 }
 
 }  // namespace

@@ -16,6 +16,16 @@
  *   them.
  * - Every function may be called from any thread unless its comment says
  *   otherwise.
+ * - Cooperative budget (aspen_config.coop_budget, as in C++): each poll of
+ *   a task starts with coop_budget units. aspen_recv_poll, aspen_send_poll,
+ *   aspen_timer_poll and aspen_fd_poll spend one when they complete (return
+ *   anything but ASPEN_PENDING); one that has to wait spends none. Once the
+ *   poll's budget is spent they do nothing at all (no message taken or
+ *   sent, no syscall, no timer armed) and return ASPEN_PENDING with the
+ *   task already woken: a yield, so it is polled again after the work that
+ *   is ready on its worker, and a loop over always-ready operations cannot
+ *   starve the rest. Poll again with the same arguments, as after any
+ *   ASPEN_PENDING. aspen_join_poll and aspen_advance_poll spend nothing.
  */
 #ifndef ASPEN_ASPEN_H
 #define ASPEN_ASPEN_H
@@ -97,6 +107,12 @@ typedef struct aspen_config {
        it moves only by aspen_advance_poll, or by itself to the next timer when
        every worker is idle and no blocking function runs */
     int start_paused;
+    /* nonzero: time every poll into the poll_time_histogram, poll_time_ns and
+       longest_poll_ns of aspen_metrics, as aspen::config::poll_time_histogram
+       (two clock reads a poll, so off by default). Appended after
+       start_paused; on LP64 it sits where the struct had tail padding, so
+       sizeof(aspen_config) did not change (see docs/c_api.md). */
+    int poll_time_histogram;
 } aspen_config;
 
 /* Fills *cfg with the defaults of aspen::config and cfg->size. */
@@ -118,6 +134,11 @@ aspen_status aspen_runtime_shutdown(aspen_runtime* rt);
 aspen_status aspen_runtime_free(aspen_runtime* rt);
 
 /* ---- metrics -------------------------------------------------------------- */
+
+/* Buckets of aspen_metrics.poll_time_histogram: bucket 0 counts polls
+ * shorter than 1 us, bucket i (1 <= i < 15) those of [2^(i-1), 2^i) us,
+ * bucket 15 those of 2^14 us (16.4 ms) and longer. */
+enum { ASPEN_POLL_TIME_BUCKETS = 16 };
 
 /* Counters of a running runtime, read without stopping it (each value is
  * exact, the set is not one snapshot), as aspen::runtime_metrics: totals
@@ -143,6 +164,12 @@ typedef struct aspen_metrics {
     uint64_t unparks;            /* times one woke up */
     uint64_t timers_armed;       /* timers waiting, now */
     uint64_t io_registrations;   /* fds registered with the reactor, now */
+    /* Appended later. Only with aspen_config.poll_time_histogram, else zero.
+       A poll's time includes the tasks it ran nested (a join that ran its
+       child inline); every counted poll lands in exactly one bucket. */
+    uint64_t poll_time_histogram[ASPEN_POLL_TIME_BUCKETS];
+    uint64_t poll_time_ns;       /* all polls together */
+    uint64_t longest_poll_ns;    /* the longest single poll (totals: the longest of any worker) */
 } aspen_metrics;
 
 /* Totals over every worker (the per-runtime fields as they are). */
@@ -175,7 +202,9 @@ aspen_status aspen_join_wait(aspen_join* join);
 
 /* From inside a task: ASPEN_PENDING (cx's waker will be woken when the
  * joined task ends), or the outcome as aspen_join_wait gives it. Misuse
- * (NULL, already joined) returns its error status rather than pending. */
+ * (NULL, already joined) returns its error status rather than pending.
+ * Spends no coop budget (as awaiting a C++ join_handle): an outcome is
+ * taken once, so a loop of joins is bounded by the tasks it joins. */
 aspen_status aspen_join_poll(aspen_join* join, aspen_context* cx);
 
 /* Cancels the task: a pending one is dropped now (drop may run on this
@@ -213,7 +242,8 @@ uint64_t aspen_now_ns(void);
  * aspen_timer_poll on the runtime of the polling task. */
 aspen_status aspen_timer_new(uint64_t delay_ns, aspen_timer** out);
 /* ASPEN_READY once the deadline passed (never early), else ASPEN_PENDING
- * with cx's waker stored. One task polls a timer at a time. */
+ * with cx's waker stored, or a coop yield (see the top of this file:
+ * ready spends a unit of budget). One task polls a timer at a time. */
 aspen_status aspen_timer_poll(aspen_timer* timer, aspen_context* cx);
 /* A new deadline delay_ns after now; re-armed by the next poll. */
 aspen_status aspen_timer_reset(aspen_timer* timer, uint64_t delay_ns);
@@ -227,7 +257,8 @@ void aspen_timer_free(aspen_timer* timer);
  * those tasks can run before it reports ASPEN_READY. Its first poll moves
  * the clock and returns ASPEN_PENDING (the yield); the next one
  * ASPEN_READY. On a runtime whose clock is not paused: ASPEN_MISUSE, and
- * the clock is left alone. One task polls it; free it when done. */
+ * the clock is left alone. One task polls it; free it when done. It spends
+ * no coop budget (as aspen::advance): every advance yields once anyway. */
 typedef struct aspen_advance aspen_advance;
 aspen_status aspen_advance_new(uint64_t ns, aspen_advance** out);
 aspen_status aspen_advance_poll(aspen_advance* advance, aspen_context* cx);
@@ -263,8 +294,11 @@ aspen_status aspen_try_send(aspen_sender* tx, void* msg);
  * ASPEN_PENDING (full: cx's waker is stored and the message is still the
  * caller's; poll again with the same msg until it is not pending, or free
  * the sender to give up; another msg is ASPEN_MISUSE), or ASPEN_CLOSED
- * (the receiver is gone; the message is still the caller's). Waiting
- * senders are served in order. On an unbounded channel never pending. */
+ * (the receiver is gone or closed the channel; the message is still the
+ * caller's). Waiting senders are served in order. A send that completes
+ * spends a unit of coop budget; with none left it is ASPEN_PENDING as a
+ * yield, with nothing sent (see the top of this file). On an unbounded
+ * channel that yield is the only pending. */
 aspen_status aspen_send_poll(aspen_sender* tx, void* msg, aspen_context* cx);
 
 /* Frees this sender (a pending send is given up; its message stays the
@@ -273,14 +307,24 @@ void aspen_sender_free(aspen_sender* tx);
 
 /* From a task: ASPEN_READY with the next message in *out (now the
  * caller's), ASPEN_PENDING (cx's waker stored: a send or the last sender's
- * free wakes it), or ASPEN_CLOSED: every sender is gone and every message
- * was received (end of stream). */
+ * free wakes it; or a coop yield with nothing taken, see the top of this
+ * file), or ASPEN_CLOSED: every sender is gone or the receiver closed the
+ * channel, and every message was received (end of stream). A message or
+ * the end spends a unit of coop budget. */
 aspen_status aspen_recv_poll(aspen_receiver* rx, aspen_context* cx, void** out);
 
 /* The next message if one is there now: ASPEN_OK with it in *out,
- * ASPEN_WOULD_BLOCK (empty, senders left) or ASPEN_CLOSED (end of
- * stream). Needs no task. */
+ * ASPEN_WOULD_BLOCK (empty, senders left, not closed) or ASPEN_CLOSED (end
+ * of stream). Needs no task; spends no budget. */
 aspen_status aspen_try_recv(aspen_receiver* rx, void** out);
+
+/* Closes the channel for sending, as aspen::mpsc_receiver::close: later
+ * sends give ASPEN_CLOSED, and senders waiting for room are woken and get
+ * it too; their messages stay theirs. The messages already in the channel
+ * can still be received; then receives give ASPEN_CLOSED (end of stream),
+ * even while senders are left. A second close does nothing. rx stays
+ * valid: free it as usual (what is left in it then goes to drop). */
+aspen_status aspen_receiver_close(aspen_receiver* rx);
 
 /* Closes the channel (later sends give ASPEN_CLOSED, waiting senders are
  * woken and get it too) and passes every message still in it to drop.
@@ -308,7 +352,10 @@ aspen_status aspen_fd_adopt(int fd, aspen_fd** out);
  * with cx's waker stored (poll again with the same fn and arg: the
  * operation keeps the first ones until it completes), or ASPEN_ERROR with
  * -errno in *result. One operation per direction at a time; fn runs only
- * inside the poll that completes it, so a single syscall is never lost. */
+ * inside the poll that completes it, so a single syscall is never lost.
+ * Completing spends a unit of coop budget; with none left it is
+ * ASPEN_PENDING as a yield and fn is not called (see the top of this
+ * file). */
 aspen_status aspen_fd_poll(aspen_fd* fd, int direction, aspen_fd_fn fn, void* arg, long long* result,
                            aspen_context* cx);
 

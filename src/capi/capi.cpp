@@ -19,6 +19,7 @@
 #include <aspen/aspen.h>
 
 #include <aspen/async_fd.hpp>
+#include <aspen/coop.hpp>
 #include <aspen/current_thread_runtime.hpp>
 #include <aspen/errors.hpp>
 #include <aspen/join_handle.hpp>
@@ -42,12 +43,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <optional>
 #include <stdexcept>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 
 namespace {
@@ -181,6 +184,9 @@ struct aspen_sender {
 struct aspen_receiver {
     aspen::mpsc_receiver<void*> rx;
     aspen_drop_fn drop;  // for the messages left at aspen_receiver_free
+    // aspen_receiver_close was called: no message can arrive any more.
+    // Plain: the receiver is used by one task or thread at a time.
+    bool closed = false;
     // A receive that is waiting (its waker is the channel's receiver waker).
     std::optional<aspen::mpsc_recv_awaitable<void*>> op;
 };
@@ -436,17 +442,60 @@ uint64_t clamp_delay(uint64_t ns) noexcept {
     return std::min<uint64_t>(ns, uint64_t{1} << 62);
 }
 
+// Makes the polling C task step back behind all work that is ready now, as
+// yield_now does, and returns ASPEN_PENDING. A bare wake of its own waker
+// would requeue it at the newest end of its worker's ring, which that
+// worker pops first: the task would run again before the rest.
+aspen_status yield_c_task(const char* what, const aspen_context& cx) {
+    aspen::detail::require_current_task(what).yield_requested = true;
+    cx.cx.waker().wake_by_ref();  // RUNNING: re-queued after this poll
+    return ASPEN_PENDING;
+}
+
+// The cooperative budget of a C poll, as a C++ await of the same operation
+// spends it (detail::poll_budgeted_leaf, which this goes through): one unit
+// when `poll` completes, none when it has to wait. With the budget spent,
+// `poll` is not called at all, so nothing is taken, sent or run, and the
+// task yields. `poll(c)` gives std::optional<R> (nullopt: pending, with c's
+// waker stored); nullopt here means pending or yielded, the caller returns
+// ASPEN_PENDING either way.
+template <class Poll>
+auto budgeted(const char* what, const aspen_context& cx, Poll&& poll) -> std::invoke_result_t<Poll&, aspen::context&> {
+    struct leaf {
+        explicit leaf(Poll& p) noexcept : poll(p) {}
+        Poll& poll;
+        std::invoke_result_t<Poll&, aspen::context&> out{};
+        bool polled = false;
+        std::exception_ptr error;
+
+        static bool thunk(void* self, aspen::context& c) noexcept {
+            auto* l = static_cast<leaf*>(self);
+            l->polled = true;
+            try {
+                l->out = l->poll(c);
+                return l->out.has_value();
+            } catch (...) {  // the unit stays spent, as for a C++ leaf that fails
+                l->error = std::current_exception();
+                return true;
+            }
+        }
+    } l(poll);
+    aspen::detail::poll_budgeted_leaf(what, &l, &leaf::thunk);
+    if (l.error) std::rethrow_exception(l.error);
+    if (!l.polled) yield_c_task(what, cx);
+    return std::move(l.out);
+}
+
 // The operation a C poll keeps between its polls (an fd read or write, a
 // channel send or receive): `start` emplaces it on the first poll, `poll`
-// polls it with the C task's waker. nullopt while it is pending; else its
-// result, and `op` is empty again (also when it throws), so the next poll
-// starts a new operation.
+// polls it with the C task's waker (in c). nullopt while it is pending;
+// else its result, and `op` is empty again (also when it throws), so the
+// next poll starts a new operation.
 template <class Op, class Start, class Poll>
-auto poll_kept(std::optional<Op>& op, const aspen_context& cx, Start&& start, Poll&& poll)
+auto poll_kept(std::optional<Op>& op, aspen::context& c, Start&& start, Poll&& poll)
     -> std::optional<decltype(op->await_resume())> {
     try {
         if (!op) start(op);
-        aspen::context c(cx.cx.waker());  // the operations poll with a mutable context
         if (!poll(*op, c)) return std::nullopt;
         auto result = op->await_resume();
         op.reset();
@@ -461,12 +510,14 @@ auto poll_kept(std::optional<Op>& op, const aspen_context& cx, Start&& start, Po
 constexpr auto poll_leaf = [](auto& op, aspen::context& c) { return op.poll_as_branch(c); };
 
 aspen_status closed_channel(const char* what, const char* why) noexcept { return fail(ASPEN_CLOSED, what, why); }
+constexpr const char* refused_send = "the receiver is gone or closed the channel; the message was not sent";
+constexpr const char* end_of_stream = "end of stream: every sender is gone or the receiver closed the channel";
 
 // try_send, and the send of an unbounded channel (which never waits).
 aspen_status send_now(const char* what, aspen_sender& tx, void* msg) {
     std::optional<void*> back = tx.unbounded.valid() ? tx.unbounded.send(msg) : tx.bounded.try_send(msg);
     if (!back) return ASPEN_OK;
-    if (tx.is_closed()) return closed_channel(what, "the receiver is gone; the message was not sent");
+    if (tx.is_closed()) return closed_channel(what, refused_send);
     return ASPEN_WOULD_BLOCK;
 }
 
@@ -503,8 +554,11 @@ aspen::config to_cpp(const aspen_config& c) {
     if (auto f = c.on_thread_start) cfg.on_thread_start = [f, d = c.hook_data](std::size_t i) { f(d, i); };
     if (auto f = c.on_thread_stop) cfg.on_thread_stop = [f, d = c.hook_data](std::size_t i) { f(d, i); };
     cfg.start_paused = c.start_paused != 0;
+    cfg.poll_time_histogram = c.poll_time_histogram != 0;
     return cfg;
 }
+
+static_assert(ASPEN_POLL_TIME_BUCKETS == aspen::poll_time_buckets, "aspen_metrics' histogram is the C++ one");
 
 // The C view of a worker's counters (or their total) and the runtime's.
 aspen_metrics to_c(const aspen::runtime_metrics& m, const aspen::worker_metrics& w) noexcept {
@@ -526,6 +580,9 @@ aspen_metrics to_c(const aspen::runtime_metrics& m, const aspen::worker_metrics&
     c.unparks = w.unparks;
     c.timers_armed = m.timers_armed;
     c.io_registrations = m.io_registrations;
+    std::copy(w.poll_time_histogram.begin(), w.poll_time_histogram.end(), c.poll_time_histogram);
+    c.poll_time_ns = w.poll_time_ns;
+    c.longest_poll_ns = w.longest_poll_ns;
     return c;
 }
 
@@ -593,6 +650,7 @@ aspen_status aspen_config_init(aspen_config* cfg) {
         cfg->blocking_keep_alive_ns = static_cast<uint64_t>(d.blocking_keep_alive.count());
         cfg->thread_name = nullptr;  // the C++ default, without a pointer into a temporary
         cfg->start_paused = d.start_paused ? 1 : 0;
+        cfg->poll_time_histogram = d.poll_time_histogram ? 1 : 0;
         return ASPEN_OK;
     });
 }
@@ -778,10 +836,10 @@ aspen_status aspen_timer_new(uint64_t delay_ns, aspen_timer** out) {
 aspen_status aspen_timer_poll(aspen_timer* timer, aspen_context* cx) {
     if (!timer) return null_arg("aspen_timer_poll", "timer");
     if (!cx) return null_arg("aspen_timer_poll", "cx");
-    return guarded("aspen_timer_poll", [&] {
-        // timer::poll takes a mutable context; the one we lend is const.
-        aspen::context c(cx->cx.waker());
-        return timer->t.poll(c) ? ASPEN_READY : ASPEN_PENDING;
+    const char* what = "aspen_timer_poll";
+    return guarded(what, [&] {
+        auto poll = [&](aspen::context& c) { return timer->t.poll(c) ? std::optional<bool>(true) : std::nullopt; };
+        return budgeted(what, *cx, poll) ? ASPEN_READY : ASPEN_PENDING;
     });
 }
 
@@ -815,8 +873,7 @@ aspen_status aspen_advance_poll(aspen_advance* advance, aspen_context* cx) {
             return fail(ASPEN_MISUSE, what, "the clock is not paused (aspen_config.start_paused)");
         d.advance(advance->by);
         advance->moved = true;
-        cx->cx.waker().wake_by_ref();
-        return ASPEN_PENDING;
+        return yield_c_task(what, *cx);
     });
 }
 
@@ -872,15 +929,18 @@ aspen_status aspen_send_poll(aspen_sender* tx, void* msg, aspen_context* cx) {
     if (tx->op && tx->pending_msg != msg)
         return fail(ASPEN_MISUSE, what, "a send of another message is pending on this sender; poll it to its end");
     return guarded(what, [&] {
-        if (tx->unbounded.valid()) return send_now(what, *tx, msg);
-        auto start = [&](auto& op) {
-            op.emplace(tx->bounded.send(msg));
-            tx->pending_msg = msg;
+        auto poll = [&](aspen::context& c) -> std::optional<aspen_status> {
+            if (tx->unbounded.valid()) return send_now(what, *tx, msg);
+            auto start = [&](auto& op) {
+                op.emplace(tx->bounded.send(msg));
+                tx->pending_msg = msg;
+            };
+            std::optional<std::optional<void*>> r = poll_kept(tx->op, c, start, poll_leaf);
+            if (!r) return std::nullopt;
+            if (*r) return closed_channel(what, refused_send);
+            return ASPEN_READY;
         };
-        std::optional<std::optional<void*>> r = poll_kept(tx->op, *cx, start, poll_leaf);
-        if (!r) return ASPEN_PENDING;
-        if (*r) return closed_channel(what, "the receiver is gone; the message was not sent");
-        return ASPEN_READY;
+        return budgeted(what, *cx, poll).value_or(ASPEN_PENDING);
     });
 }
 
@@ -892,12 +952,15 @@ aspen_status aspen_recv_poll(aspen_receiver* rx, aspen_context* cx, void** out) 
     if (!cx) return null_arg(what, "cx");
     if (!out) return null_arg(what, "out");
     return guarded(what, [&] {
-        auto start = [&](auto& op) { op.emplace(rx->rx.recv()); };
-        std::optional<std::optional<void*>> r = poll_kept(rx->op, *cx, start, poll_leaf);
-        if (!r) return ASPEN_PENDING;
-        if (!*r) return closed_channel(what, "end of stream: every sender is gone");
-        *out = **r;
-        return ASPEN_READY;
+        auto poll = [&](aspen::context& c) -> std::optional<aspen_status> {
+            auto start = [&](auto& op) { op.emplace(rx->rx.recv()); };
+            std::optional<std::optional<void*>> r = poll_kept(rx->op, c, start, poll_leaf);
+            if (!r) return std::nullopt;
+            if (!*r) return closed_channel(what, end_of_stream);
+            *out = **r;
+            return ASPEN_READY;
+        };
+        return budgeted(what, *cx, poll).value_or(ASPEN_PENDING);
     });
 }
 
@@ -906,15 +969,24 @@ aspen_status aspen_try_recv(aspen_receiver* rx, void** out) {
     if (!rx) return null_arg(what, "rx");
     if (!out) return null_arg(what, "out");
     return guarded(what, [&] {
-        // Read first: with no sender left, nothing can arrive after it, so
-        // an empty channel then is the end of the stream.
-        const bool no_senders = rx->rx.sender_count() == 0;
+        // Read first: closed or with no sender left, nothing can arrive
+        // after it, so an empty channel then is the end of the stream.
+        const bool ended = rx->closed || rx->rx.sender_count() == 0;
         if (std::optional<void*> m = rx->rx.try_recv()) {
             *out = *m;
             return ASPEN_OK;
         }
-        if (no_senders) return closed_channel(what, "end of stream: every sender is gone");
+        if (ended) return closed_channel(what, end_of_stream);
         return ASPEN_WOULD_BLOCK;
+    });
+}
+
+aspen_status aspen_receiver_close(aspen_receiver* rx) {
+    if (!rx) return null_arg("aspen_receiver_close", "rx");
+    return guarded("aspen_receiver_close", [&] {
+        rx->rx.close();
+        rx->closed = true;
+        return ASPEN_OK;
     });
 }
 
@@ -956,8 +1028,9 @@ aspen_status aspen_fd_poll(aspen_fd* fd, int direction, aspen_fd_fn fn, void* ar
             if (direction == ASPEN_FD_READ) op.emplace(fd->fd.read_with(call));
             else op.emplace(fd->fd.write_with(call));
         };
-        auto poll = [](auto& op, aspen::context& c) { return op.poll(c); };
-        std::optional<long long> r = poll_kept(fd->op[direction], *cx, start, poll);
+        auto poll_op = [](auto& op, aspen::context& c) { return op.poll(c); };
+        auto poll = [&](aspen::context& c) { return poll_kept(fd->op[direction], c, start, poll_op); };
+        std::optional<long long> r = budgeted(what, *cx, poll);
         if (!r) return ASPEN_PENDING;
         *result = *r;
         return ASPEN_OK;

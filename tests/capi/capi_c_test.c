@@ -1,7 +1,8 @@
 /* The C API from C: this file is compiled as C11 with -pedantic -Werror,
  * which proves aspen.h is valid C, and runs a small scenario on both kinds
- * of runtime: timers, joins, channels and the paused clock. Exits 0 on
- * success, 1 (with the failed check) otherwise. */
+ * of runtime: timers, joins, channels (with a small coop budget, and
+ * closed by the receiver), the poll-time histogram and the paused clock.
+ * Exits 0 on success, 1 (with the failed check) otherwise. */
 #include <aspen/aspen.h>
 
 #include <stdatomic.h>
@@ -160,6 +161,45 @@ static void run_channel(aspen_runtime* rt, size_t capacity) {
     aspen_receiver_free(c.rx);
 }
 
+/* aspen_receiver_close: senders are refused at once, the messages already
+ * in the channel are still received (by a task), then the stream ends
+ * although a sender is left. */
+static void run_close(aspen_runtime* rt) {
+    aspen_sender* tx = NULL;
+    struct consumer c = {NULL, 0, 0};
+    int* late = malloc(sizeof *late);
+    int i;
+    CHECK(aspen_channel_new(4, free, &tx, &c.rx) == ASPEN_OK);
+    for (i = 1; i <= 3; i++) {
+        int* m = malloc(sizeof *m);
+        *m = i;
+        CHECK(aspen_try_send(tx, m) == ASPEN_OK);
+    }
+    CHECK(aspen_receiver_close(c.rx) == ASPEN_OK);
+    CHECK(aspen_try_send(tx, late) == ASPEN_CLOSED); /* refused: still ours */
+    free(late);
+    CHECK(aspen_block_on(rt, consumer_poll, &c, NULL) == ASPEN_OK);
+    CHECK(c.count == 3);
+    CHECK(c.sum == 6);
+    aspen_receiver_free(c.rx);
+    aspen_sender_free(tx);
+}
+
+/* With aspen_config.poll_time_histogram, after shutdown every poll is in
+ * exactly one bucket. */
+static void check_histogram(aspen_runtime* rt) {
+    aspen_metrics m;
+    uint64_t sum = 0;
+    int i;
+    m.size = sizeof m;
+    CHECK(aspen_runtime_shutdown(rt) == ASPEN_OK);
+    CHECK(aspen_runtime_metrics(rt, &m) == ASPEN_OK);
+    for (i = 0; i < ASPEN_POLL_TIME_BUCKETS; i++) sum += m.poll_time_histogram[i];
+    CHECK(m.polls > 0);
+    CHECK(sum == m.polls);
+    CHECK(m.longest_poll_ns <= m.poll_time_ns);
+}
+
 /* The paused clock: a one-hour sleep ends at once, an hour later on the
  * task's clock. */
 struct hour {
@@ -207,6 +247,8 @@ static void run_scenario(int current_thread, size_t workers) {
     CHECK(aspen_config_init(&cfg) == ASPEN_OK);
     cfg.current_thread = current_thread;
     cfg.workers = workers;
+    cfg.coop_budget = 4; /* the channel loops below yield often */
+    cfg.poll_time_histogram = 1;
     CHECK(aspen_runtime_new(&cfg, &rt) == ASPEN_OK);
     if (!rt) return;
     for (i = 0; i < 8; i++) {
@@ -235,6 +277,8 @@ static void run_scenario(int current_thread, size_t workers) {
     run_channel(rt, 1);
     run_channel(rt, 16);
     run_channel(rt, 0);
+    run_close(rt);
+    check_histogram(rt);
     CHECK(aspen_runtime_free(rt) == ASPEN_OK);
 }
 
