@@ -1833,4 +1833,37 @@ TEST(capi_histogram_abi, AnOlderConfigWithoutTheFieldGetsTheDefault) {
     }
 }
 
+// aspen_config_init writes only the caller's sizeof(aspen_config) (the
+// macro passes it): a struct of an older, shorter header is not written
+// past its end, and the runtime reads the defaults for what it lacks; a
+// newer, longer struct gets its unknown tail zeroed, which the runtime
+// accepts; a size that cannot hold the first fields is refused.
+TEST(capi_config, InitWritesOnlyTheCallersStruct) {
+    constexpr std::size_t before_start_paused = offsetof(aspen_config, start_paused);
+    unsigned char buf[sizeof(aspen_config) + 16];
+    std::memset(buf, 0xAB, sizeof buf);
+    auto* cfg = reinterpret_cast<aspen_config*>(buf);
+    ASSERT_EQ(aspen_config_init_sized(cfg, before_start_paused), ASPEN_OK) << aspen_last_error();
+    EXPECT_EQ(cfg->size, before_start_paused);
+    EXPECT_TRUE(std::all_of(buf + before_start_paused, buf + sizeof buf, [](unsigned char b) { return b == 0xAB; }));
+    cfg->workers = 1;
+    aspen_runtime* rt = nullptr;
+    ASSERT_EQ(aspen_runtime_new(cfg, &rt), ASPEN_OK) << aspen_last_error();
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+
+    ASSERT_EQ(aspen_config_init_sized(cfg, sizeof buf), ASPEN_OK) << aspen_last_error();
+    EXPECT_EQ(cfg->size, sizeof buf);
+    EXPECT_TRUE(std::all_of(buf + sizeof(aspen_config), buf + sizeof buf, [](unsigned char b) { return b == 0; }));
+    cfg->workers = 1;
+    ASSERT_EQ(aspen_runtime_new(cfg, &rt), ASPEN_OK) << aspen_last_error();
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+
+    EXPECT_EQ(aspen_config_init_sized(cfg, sizeof(size_t)), ASPEN_EINVAL);
+    EXPECT_NE(std::strstr(aspen_last_error(), "too small"), nullptr) << aspen_last_error();
+    EXPECT_EQ(aspen_config_init_sized(nullptr, sizeof(aspen_config)), ASPEN_EINVAL);
+    aspen_config whole;
+    EXPECT_EQ((aspen_config_init)(&whole), ASPEN_OK);  // the function, as older programs call it
+    EXPECT_EQ(whole.size, sizeof whole);
+}
+
 }  // namespace

@@ -115,8 +115,19 @@ typedef struct aspen_config {
     int poll_time_histogram;
 } aspen_config;
 
-/* Fills *cfg with the defaults of aspen::config and cfg->size. */
+/* Fills the first `size` bytes of *cfg (the caller's sizeof(aspen_config))
+ * with the defaults of aspen::config, and cfg->size with `size`; bytes of
+ * fields this library does not know (a caller built against a newer
+ * header) are zeroed, i.e. left at their defaults. ASPEN_EINVAL for a size
+ * too small to hold the `size` and `current_thread` fields. */
+aspen_status aspen_config_init_sized(aspen_config* cfg, size_t size);
+/* aspen_config_init(&cfg): the same with the sizeof(aspen_config) of the
+ * header the caller is compiled against, so a program built against an
+ * older, shorter struct is never written past its end by a newer library.
+ * (The function of that name stays for programs built before the macro;
+ * it writes this library's whole struct.) */
 aspen_status aspen_config_init(aspen_config* cfg);
+#define aspen_config_init(cfg) aspen_config_init_sized((cfg), sizeof(aspen_config))
 
 /* Starts a runtime. ASPEN_EINVAL with the field named in aspen_last_error()
  * for a bad value. */

@@ -525,11 +525,34 @@ aspen::clock::time_point after(uint64_t ns) noexcept {
     return aspen::now() + std::chrono::nanoseconds(static_cast<std::int64_t>(clamp_delay(ns)));
 }
 
+// The defaults of aspen::config, the whole struct.
+aspen_config default_config() {
+    const aspen::config d;
+    aspen_config c{};
+    c.size = sizeof(aspen_config);
+    c.workers = d.workers;
+    c.local_queue_capacity = d.local_queue_capacity;
+    c.steal_attempts = d.steal_attempts;
+    c.global_queue_interval = d.global_queue_interval;
+    c.event_interval = d.event_interval;
+    c.coop_budget = d.coop_budget;
+    c.max_next_slot_runs = d.max_next_slot_runs;
+    c.max_blocking_threads = d.max_blocking_threads;
+    c.blocking_keep_alive_ns = static_cast<uint64_t>(d.blocking_keep_alive.count());
+    c.thread_name = nullptr;  // the C++ default, without a pointer into a temporary
+    c.start_paused = d.start_paused ? 1 : 0;
+    c.poll_time_histogram = d.poll_time_histogram ? 1 : 0;
+    return c;
+}
+
+// The fields every aspen_config has had: size and current_thread.
+constexpr std::size_t min_config_size = sizeof(size_t) + sizeof(int);
+
 // Reads the fields a caller compiled against (cfg->size bytes); a newer
 // caller's extra fields must be zero, i.e. left at "default".
 aspen_status read_config(const aspen_config* in, aspen_config& out) {
-    aspen_config_init(&out);
-    if (in->size < sizeof(size_t) + sizeof(int))
+    out = default_config();
+    if (in->size < min_config_size)
         return fail(ASPEN_EINVAL, "aspen_runtime_new", "cfg->size is too small; call aspen_config_init first");
     std::size_t n = std::min(in->size, sizeof out);
     const auto* extra = reinterpret_cast<const unsigned char*>(in) + n;
@@ -633,27 +656,24 @@ const char* aspen_status_name(aspen_status status) {
 
 const char* aspen_last_error(void) { return last_error_text; }
 
-aspen_status aspen_config_init(aspen_config* cfg) {
-    if (!cfg) return null_arg("aspen_config_init", "cfg");
-    return guarded("aspen_config_init", [&] {
-        const aspen::config d;
-        *cfg = aspen_config{};
-        cfg->size = sizeof(aspen_config);
-        cfg->workers = d.workers;
-        cfg->local_queue_capacity = d.local_queue_capacity;
-        cfg->steal_attempts = d.steal_attempts;
-        cfg->global_queue_interval = d.global_queue_interval;
-        cfg->event_interval = d.event_interval;
-        cfg->coop_budget = d.coop_budget;
-        cfg->max_next_slot_runs = d.max_next_slot_runs;
-        cfg->max_blocking_threads = d.max_blocking_threads;
-        cfg->blocking_keep_alive_ns = static_cast<uint64_t>(d.blocking_keep_alive.count());
-        cfg->thread_name = nullptr;  // the C++ default, without a pointer into a temporary
-        cfg->start_paused = d.start_paused ? 1 : 0;
-        cfg->poll_time_histogram = d.poll_time_histogram ? 1 : 0;
+aspen_status aspen_config_init_sized(aspen_config* cfg, size_t size) {
+    const char* what = "aspen_config_init";
+    if (!cfg) return null_arg(what, "cfg");
+    if (size < min_config_size) return fail(ASPEN_EINVAL, what, "size is too small for an aspen_config");
+    return guarded(what, [&] {
+        aspen_config full = default_config();
+        // Only the caller's bytes: a shorter struct ends where its own
+        // header said; a longer one's unknown tail means "default".
+        std::size_t n = std::min(size, sizeof full);
+        std::memcpy(cfg, &full, n);
+        std::memset(reinterpret_cast<unsigned char*>(cfg) + n, 0, size - n);
+        cfg->size = size;
         return ASPEN_OK;
     });
 }
+
+// The symbol that programs built before the macro call: the whole struct.
+aspen_status(aspen_config_init)(aspen_config* cfg) { return aspen_config_init_sized(cfg, sizeof(aspen_config)); }
 
 aspen_status aspen_runtime_new(const aspen_config* cfg, aspen_runtime** out) {
     if (!out) return null_arg("aspen_runtime_new", "out");
