@@ -621,6 +621,44 @@ TEST_P(capi, AWakeFromItsOwnPollIsAYield) {
     EXPECT_EQ(b.polls.load(), 1001);
 }
 
+// A spawns two probes and yields once: the first probe is pushed out of
+// the next slot into the queue by the second, so a plain self-wake would
+// put A in front of it on one worker; aspen_yield puts A behind both.
+struct two_spawner {
+    aspen_runtime* rt = nullptr;
+    probe first, second;
+    aspen_join* joins[2] = {nullptr, nullptr};
+    bool yielded = false;
+    int seen_at_return = -1;  // probes polled when A ran again
+};
+
+aspen_status two_spawner_poll(void* d, aspen_context* cx) {
+    auto* t = static_cast<two_spawner*>(d);
+    if (!t->yielded) {
+        aspen_runtime* rt = aspen_context_runtime(cx);
+        if (aspen_spawn(rt, ready_probe, &t->first, nullptr, &t->joins[0]) != ASPEN_OK) return ASPEN_ERROR;
+        if (aspen_spawn(rt, ready_probe, &t->second, nullptr, &t->joins[1]) != ASPEN_OK) return ASPEN_ERROR;
+        t->yielded = true;
+        return aspen_yield(cx);
+    }
+    t->seen_at_return = t->first.polls.load(std::memory_order_relaxed) + t->second.polls.load(std::memory_order_relaxed);
+    return ASPEN_READY;
+}
+
+TEST_P(capi, YieldGoesBehindTheWorkThatIsReady) {
+    two_spawner t;
+    EXPECT_EQ(aspen_block_on(rt, two_spawner_poll, &t, nullptr), ASPEN_OK);
+    for (aspen_join* j : t.joins) {
+        EXPECT_EQ(aspen_join_wait(j), ASPEN_OK);
+        aspen_join_free(j);
+    }
+    // With more workers a thief may take the yielded task and run it first.
+    if (GetParam() <= 1) {
+        EXPECT_EQ(t.seen_at_return, 2);
+    }
+    EXPECT_EQ(aspen_yield(nullptr), ASPEN_EINVAL);
+}
+
 TEST_P(capi, SeveralThreadsWaitAtOnce) {
     // On a current-thread runtime they take turns driving it.
     constexpr int threads = 4;

@@ -233,6 +233,15 @@ void aspen_join_free(aspen_join* join);
 /* The runtime running the task that polls with cx (to spawn from a task). */
 aspen_runtime* aspen_context_runtime(const aspen_context* cx);
 
+/* Yields, as aspen::yield_now: returns ASPEN_PENDING for the poll function
+ * to return, and the task is polled again after the work that is ready on
+ * its worker now (the oldest end of the worker's queue, where thieves take
+ * first). For a long-running task (an interpreter's loop) to let others run.
+ * A plain wake of its own waker is not a yield on a multi-threaded runtime:
+ * it puts the task where its worker looks first. ASPEN_MISUSE outside a
+ * poll. */
+aspen_status aspen_yield(aspen_context* cx);
+
 /* A new reference to the waker of the task polling with cx. */
 aspen_status aspen_context_waker(const aspen_context* cx, aspen_waker** out);
 aspen_status aspen_waker_clone(const aspen_waker* waker, aspen_waker** out);

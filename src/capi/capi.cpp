@@ -804,6 +804,11 @@ aspen_runtime* aspen_context_runtime(const aspen_context* cx) {
     return cx->rt;
 }
 
+aspen_status aspen_yield(aspen_context* cx) {
+    if (!cx) return null_arg("aspen_yield", "cx");
+    return guarded("aspen_yield", [&] { return yield_c_task("aspen_yield", *cx); });
+}
+
 aspen_status aspen_context_waker(const aspen_context* cx, aspen_waker** out) {
     if (!out) return null_arg("aspen_context_waker", "out");
     *out = nullptr;
