@@ -24,7 +24,11 @@
 // Closing: rx.close() or destroying the receiver closes the channel: every
 // send, waiting or new, then returns its value back. close() keeps the
 // buffered messages receivable; destroying the receiver destroys them.
-// tx.is_closed() tells whether the channel is closed.
+// tx.is_closed() tells whether the channel is closed, and
+// `co_await tx.closed()` (either sender kind) waits until it is, as Tokio's
+// Sender::closed: a producer stops when nobody reads any more. Any number
+// of senders may wait so; the wait is cancel-safe (an aborted one leaves
+// the list) and keeps the channel's state alive.
 //
 // Cancel safety (as Tokio documents for its mpsc):
 // * `co_await tx.send(v)` is cancel-safe in the sense that a send is never
@@ -91,6 +95,11 @@ namespace aspen {
 
 namespace detail::sync {
 
+// A sender waiting in closed().
+struct closed_node : waiter_node {
+    aspen::waker waker;
+};
+
 struct send_node : waiter_node {
     aspen::waker waker;
     bool granted = false;  // a room was reserved for this sender
@@ -115,6 +124,7 @@ struct chan {
     bool closed = false;  // receiver closed or gone: sends give the value back
     aspen::waker receiver_waker;
     waiter_list send_waiters;
+    waiter_list closed_waiters;  // senders in closed()
     // Receiver-only (one receive at a time): the batch, ahead of `buffer`
     // in the stream. held >= taken.size(); both drop to 0 together.
     std::deque<T> taken;
@@ -248,6 +258,7 @@ struct chan {
             set_taken_count();
         }
         while (auto* n = static_cast<send_node*>(send_waiters.pop_front())) defer_wake(g, wake, std::move(n->waker));
+        while (auto* n = static_cast<closed_node*>(closed_waiters.pop_front())) defer_wake(g, wake, std::move(n->waker));
     }
 
     void add_sender() {
@@ -266,6 +277,44 @@ struct chan {
         std::lock_guard g(lock);
         return closed;
     }
+};
+
+// What closed() returns: completes once the channel is closed (receiver
+// closed or gone). Holds the channel, so the sender may go meanwhile.
+template <class T>
+class [[nodiscard]] closed_awaitable : public leaf_awaitable<closed_awaitable<T>> {
+public:
+    static constexpr const char* awaited_what = "aspen::mpsc_sender::closed";
+
+    explicit closed_awaitable(std::shared_ptr<chan<T>> c) noexcept : c_(std::move(c)) {}
+    closed_awaitable(closed_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
+    ~closed_awaitable() {
+        if (!waiting_) return;
+        aspen::waker stale;  // dropped after the lock is released
+        std::lock_guard g(c_->lock);
+        if (node_.linked()) node_.unlink();  // else close() took it out
+        stale = std::move(node_.waker);
+    }
+    void await_resume() { this->rethrow_if_error(); }
+
+private:
+    friend class leaf_awaitable<closed_awaitable>;
+    bool poll(aspen::context& cx) {
+        std::lock_guard g(c_->lock);
+        if (c_->closed) return true;
+        if (!waiting_) {
+            node_.waker = cx.waker();
+            c_->closed_waiters.push_back(&node_);
+            waiting_ = true;
+        } else {
+            store_waker(node_.waker, cx);
+        }
+        return false;
+    }
+
+    std::shared_ptr<chan<T>> c_;
+    closed_node node_;
+    bool waiting_ = false;  // node_ was queued (owner-only; the list itself is under the lock)
 };
 
 // Shared by the bounded and the unbounded sender: the count of live senders.
@@ -295,6 +344,11 @@ public:
 
     // True when the receiver closed the channel or is gone.
     bool is_closed() const { return !c_ || c_->is_closed(); }
+    // co_await tx.closed(): completes once that is true.
+    closed_awaitable<T> closed() const {
+        checked("aspen::mpsc_sender::closed");
+        return closed_awaitable<T>(c_);
+    }
     bool valid() const noexcept { return c_ != nullptr; }
 
 protected:

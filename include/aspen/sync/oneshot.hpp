@@ -11,7 +11,11 @@
 //   never silently dropped. send consumes the sender: it can be called once
 //   (again, or on a moved-from sender, throws std::logic_error).
 // * Destroying the sender without sending completes the receiver with
-//   nullopt. tx.is_closed() tells whether the receiver is gone.
+//   nullopt. tx.is_closed() tells whether the receiver is gone, and
+//   `co_await tx.closed()` waits until it is (Tokio's Sender::closed: a
+//   producer stops working on a reply nobody will read, e.g. in a select
+//   beside the work). One closed() wait at a time per sender; it is
+//   cancel-safe and keeps the channel's state alive while it waits.
 // * co_await rx yields the value once; awaiting a receiver that already
 //   delivered (or a moved-from one) throws std::logic_error.
 // * A value sent but never received is destroyed with the channel (when both
@@ -67,6 +71,7 @@ struct oneshot_state {
     bool sender_alive = true;    // neither sent nor dropped yet
     bool receiver_alive = true;
     aspen::waker receiver_waker;
+    aspen::waker sender_waker;  // a closed() wait, woken when the receiver goes
 };
 }  // namespace detail::sync
 
@@ -107,6 +112,40 @@ public:
         return !state_->receiver_alive;
     }
     bool valid() const noexcept { return state_ != nullptr; }
+
+    // co_await tx.closed(): completes once the receiver is gone.
+    class [[nodiscard]] closed_awaitable : public detail::sync::leaf_awaitable<closed_awaitable> {
+    public:
+        static constexpr const char* awaited_what = "aspen::oneshot_sender::closed";
+
+        explicit closed_awaitable(std::shared_ptr<detail::sync::oneshot_state<T>> st) noexcept : st_(std::move(st)) {}
+        closed_awaitable(closed_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
+        ~closed_awaitable() {
+            if (!waiting_) return;
+            aspen::waker stale;  // dropped after the lock is released
+            std::lock_guard g(st_->lock);
+            stale = std::move(st_->sender_waker);
+        }
+        void await_resume() {
+            this->rethrow_if_error();
+            waiting_ = false;
+        }
+
+    private:
+        friend class detail::sync::leaf_awaitable<closed_awaitable>;
+        bool poll(aspen::context& cx) {
+            if (!st_) throw std::logic_error("aspen::oneshot_sender::closed: the sender was already used or moved from");
+            std::lock_guard g(st_->lock);
+            if (!st_->receiver_alive) return true;
+            detail::sync::store_waker(st_->sender_waker, cx);
+            waiting_ = true;
+            return false;
+        }
+
+        std::shared_ptr<detail::sync::oneshot_state<T>> st_;
+        bool waiting_ = false;  // a waker of ours may be stored (owner-only)
+    };
+    closed_awaitable closed() const { return closed_awaitable(state_); }
 
 private:
     friend std::pair<oneshot_sender<T>, oneshot_receiver<T>> oneshot_channel<T>();
@@ -197,11 +236,15 @@ private:
         if (!state_) return;
         std::shared_ptr<detail::sync::oneshot_state<T>> st = std::move(state_);
         std::optional<T> unreceived;  // destroyed outside the lock
-        aspen::waker stale;
-        std::lock_guard g(st->lock);
-        st->receiver_alive = false;
-        detail::sync::take_optional(unreceived, st->value);
-        stale = std::move(st->receiver_waker);
+        aspen::waker stale, closed_wait;
+        {
+            std::lock_guard g(st->lock);
+            st->receiver_alive = false;
+            detail::sync::take_optional(unreceived, st->value);
+            stale = std::move(st->receiver_waker);
+            closed_wait = std::move(st->sender_waker);
+        }
+        closed_wait.wake();
     }
 
     std::shared_ptr<detail::sync::oneshot_state<T>> state_;
