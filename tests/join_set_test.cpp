@@ -268,6 +268,47 @@ TEST_P(JoinSet, AbortingTheScopeOwnerAbortsItsChildren) {
     EXPECT_EQ(run_on(GetParam(), scope_aborted_body(), "task_group owner aborted"), 0);
 }
 
+// try_next takes finished results without waiting: nullopt while the
+// unfinished ones run (the set not empty), values, errors and cancels in
+// their turn, every child exactly once.
+aspen::task<long> try_next_body(int n) {
+    aspen::event gate;
+    std::atomic<int> alive{0};
+    aspen::join_set<int> set;
+    aspen::abort_handle stuck = set.spawn(wait_value(&gate, -1000000, &alive));
+    for (int i = 0; i < n; ++i) set.spawn(value_after_yields(i, i % 3));
+    set.spawn(fail_after_yield("child"));
+    long sum = 0;
+    int errors = 0, cancels = 0;
+    while (set.size() > 1 || errors == 0) {
+        try {
+            if (std::optional<int> v = set.try_next()) {
+                sum += *v;
+            } else {
+                co_await aspen::yield_now();
+            }
+        } catch (const std::runtime_error&) {
+            ++errors;
+        }
+    }
+    // Only the child waiting on the gate is left: nothing finished yet.
+    if (set.try_next().has_value() || set.size() != 1) co_return -1;
+    stuck.abort();
+    while (!set.empty()) {
+        try {
+            if (!set.try_next()) co_await aspen::yield_now();
+        } catch (const aspen::task_cancelled&) {
+            ++cancels;
+        }
+    }
+    if (set.try_next().has_value() || errors != 1 || cancels != 1) co_return -2;
+    co_return sum;
+}
+
+TEST_P(JoinSet, TryNextTakesFinishedResultsWithoutWaiting) {
+    EXPECT_EQ(run_on(GetParam(), try_next_body(1000), "join_set try_next"), 1000L * 999 / 2);
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, JoinSet, aspen_test::runtime_kinds, aspen_test::kind_name);
 
 }  // namespace

@@ -13,8 +13,9 @@
 // join_set<T> (Tokio's JoinSet): spawn(task) starts a child on the
 // runtime of the calling task; `co_await next()` gives the result of the
 // next child to finish, in completion order: the value (std::monostate for
-// void), the child's exception rethrown, or nullopt when no child is left.
-// spawn returns an abort_handle for that one child (Tokio's AbortHandle):
+// void), the child's exception rethrown, or nullopt when no child is left;
+// try_next() is the same without waiting (nullopt also while the children
+// left are still running). spawn returns an abort_handle for that one child (Tokio's AbortHandle):
 // once it is aborted, next() throws task_cancelled for it, in its turn.
 // abort_all() aborts every child: they are no longer in the set (size() is
 // 0, next() gives nullopt), and each stops at its next suspension point.
@@ -207,6 +208,20 @@ public:
         return join_set_next_awaitable<T>(this);
     }
 
+    // Without waiting (Tokio's try_join_next): the next finished child's
+    // value (its exception or task_cancelled rethrown), or nullopt when no
+    // child has finished yet or none is left (empty() tells which).
+    std::optional<detail::or_monostate<T>> try_next() {
+        check_owner("aspen::join_set::try_next");
+        typename detail::join_set_state<T>::outcomes got;
+        {
+            std::lock_guard g(state_->lock);
+            take_finished_locked(got);
+        }
+        if (got.empty()) return std::nullopt;
+        return deliver(std::move(got.front()));
+    }
+
     // Aborts every child; they leave the set at once.
     void abort_all() {
         check_owner("aspen::join_set::abort_all");
@@ -234,6 +249,27 @@ private:
         if (!owner_) owner_ = me;
         if (me != owner_)
             throw std::logic_error(std::string(what) + ": a join_set belongs to one task; called from another");
+    }
+
+    // Moves the first outcome of a child still in the set (if any) to
+    // `out`; outcomes of children the set forgot (abort_all) are dropped.
+    void take_finished_locked(typename detail::join_set_state<T>::outcomes& out) {
+        auto& done = state_->done;
+        while (!done.empty()) {
+            if (live_.count(done.front().id)) {
+                out.splice(out.end(), done, done.begin());
+                return;
+            }
+            done.pop_front();
+        }
+    }
+
+    // Hands a taken outcome out: the child leaves the set.
+    std::optional<detail::or_monostate<T>> deliver(typename detail::join_set_state<T>::outcome&& o) {
+        live_.erase(o.id);  // drops the child's handle; its task has reported
+        if (o.cancelled) throw task_cancelled();
+        if (o.error) std::rethrow_exception(o.error);
+        return std::move(o.value);
     }
 
     void abort_all_unchecked() noexcept {
@@ -268,14 +304,10 @@ bool join_set_next_awaitable<T>::poll(context& cx) {
         throw std::logic_error("aspen::join_set::next: the awaitable was already awaited");
     auto& st = *set_->state_;
     std::lock_guard g(st.lock);
-    // Outcomes of children the set forgot (abort_all) are skipped.
-    while (!st.done.empty()) {
-        if (set_->live_.count(st.done.front().id)) {
-            result_.splice(result_.end(), st.done, st.done.begin());
-            phase_ = phase::ready;
-            return true;
-        }
-        st.done.pop_front();
+    set_->take_finished_locked(result_);
+    if (!result_.empty()) {
+        phase_ = phase::ready;
+        return true;
     }
     if (set_->live_.empty()) {
         phase_ = phase::ready;  // nothing left: nullopt
@@ -293,10 +325,7 @@ typename join_set_next_awaitable<T>::value_type join_set_next_awaitable<T>::awai
     if (result_.empty()) return std::nullopt;
     outcome o = std::move(result_.front());
     result_.clear();
-    set_->live_.erase(o.id);  // drops the child's handle; its task has reported
-    if (o.cancelled) throw task_cancelled();
-    if (o.error) std::rethrow_exception(o.error);
-    return std::move(o.value);
+    return set_->deliver(std::move(o));
 }
 
 template <class T>
