@@ -290,19 +290,21 @@ bool report_if_destroying(std::exception_ptr e) noexcept {
     return true;
 }
 
-void refuse_spawn(task_header* t) {
-    // Nothing else knows it: free it with its frame. The header just built
-    // holds nothing (empty waker, no exception), so the block is freed
-    // without running its destructor, as for an inline frame.
+void discard_unspawned(task_header* t) noexcept {
+    // Nothing else knows it: free it with its frame. The header holds
+    // nothing (if built: an empty waker, no exception), so the block is
+    // freed without running its destructor, as for an inline frame.
     t->spawned = false;
     std::coroutine_handle<>::from_address(t->frame()).destroy();
+}
+
+void refuse_spawn(task_header* t) {
+    discard_unspawned(t);
     throw runtime_shut_down();
 }
 
 [[gnu::hot]] void spawn_root(scheduler* s, task_header* t) {
-    build_spawned_header(t, s);
-    if (!s->accept_spawn(t)) refuse_spawn(t);
-    s->schedule(t, schedule_kind::spawn);
+    if (!try_spawn_root(s, t)) refuse_spawn(t);
 }
 
 void abort_task(task_header* t) noexcept {
@@ -685,7 +687,8 @@ scheduler::scheduler(const config& cfg, std::size_t registry_shards)
     : registry_(registry_shards),
       handler_(cfg.unhandled_exception_handler),
       coop_budget_(cfg.coop_budget),
-      blocking_(cfg.max_blocking_threads, cfg.blocking_keep_alive) {
+      blocking_(cfg.max_blocking_threads, cfg.blocking_keep_alive),
+      link_(std::make_shared<runtime_link>(this)) {
     if (cfg.start_paused) driver_.pause();
     // A parked worker skips the paused clock's jump while blocking functions
     // run; when the last one ends, it must look again.
