@@ -126,6 +126,15 @@ public:
     // The spawn_blocking pool; runtime_base shuts it down after the scheduler.
     blocking_pool& blocking() noexcept { return blocking_; }
     const std::shared_ptr<runtime_link>& link() const noexcept { return link_; }
+    // config::on_thread_park / on_thread_unpark, called by the schedulers
+    // around a sleep (the park path only, so a test of an empty function
+    // costs nothing while busy).
+    void before_park() noexcept {
+        if (on_park_) call_hook(on_park_, park_hook_threw_, "on_thread_park");
+    }
+    void after_unpark() noexcept {
+        if (on_unpark_) call_hook(on_unpark_, unpark_hook_threw_, "on_thread_unpark");
+    }
 
 protected:
     // Cancels every registered task and destroys what the queues still hold
@@ -148,6 +157,8 @@ protected:
     }
 
 private:
+    static void call_hook(const std::function<void()>& hook, std::atomic<bool>& threw, const char* name) noexcept;
+
     // First member: destroyed last, after shutdown destroyed every task
     // (whose timers and sockets deregister from it).
     driver driver_;
@@ -156,6 +167,10 @@ private:
     std::uint32_t coop_budget_;
     blocking_pool blocking_;
     std::atomic<std::uint64_t> remote_completions_{0};
+    std::function<void()> on_park_;
+    std::function<void()> on_unpark_;
+    std::atomic<bool> park_hook_threw_{false};
+    std::atomic<bool> unpark_hook_threw_{false};
     std::shared_ptr<runtime_link> link_;
 };
 
