@@ -35,8 +35,9 @@ detail::pinned_scheduler runtime_handle::pin(const char* what) const {
 }
 
 // The task is discarded only after the lock is released: its destructors
-// may use a handle to this runtime themselves.
-void runtime_handle::spawn_released(detail::task_header* t) const {
+// may use a handle to this runtime themselves, and a second shared lock on
+// one thread may deadlock against a waiting close().
+void runtime_handle::spawn_released(detail::task_header* t, const char* what) const {
     bool spawned = false;
     if (link_) {
         std::shared_lock lock(link_->mutex());
@@ -45,7 +46,7 @@ void runtime_handle::spawn_released(detail::task_header* t) const {
     }
     if (spawned) return;
     detail::discard_unspawned(t);
-    if (!link_) throw_empty("aspen::runtime_handle::spawn");
+    if (!link_) throw_empty(what);
     throw runtime_shut_down();
 }
 

@@ -265,10 +265,17 @@ TEST(RuntimeHandleMisuse, EmptyHandleThrowsAndDestroysTask) {
     EXPECT_THROW((void)h.metrics(), std::logic_error);
     EXPECT_EQ(c.destroyed.load(), 2);
     EXPECT_EQ(c.unrun.load(), 2);
-    try {
-        (void)h.spawn(answer());
-    } catch (const std::logic_error& e) {
-        EXPECT_NE(std::string(e.what()).find("empty"), std::string::npos) << e.what();
+    // The message names the call and the cause.
+    for (bool block : {false, true}) {
+        try {
+            if (block) (void)h.block_on(answer());
+            else (void)h.spawn(answer());
+            ADD_FAILURE() << "no exception";
+        } catch (const std::logic_error& e) {
+            std::string what = e.what();
+            EXPECT_NE(what.find(block ? "runtime_handle::block_on" : "runtime_handle::spawn"), std::string::npos) << what;
+            EXPECT_NE(what.find("empty"), std::string::npos) << what;
+        }
     }
     aspen::current_thread_runtime rt;
     EXPECT_TRUE(rt.handle().valid());

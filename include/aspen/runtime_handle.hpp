@@ -57,10 +57,9 @@ join_handle<T> spawn_on(scheduler* s, task<T> t) {
     return join_handle<T>(h);
 }
 
-// block_on's body once the caller may block and s is known to live.
+// block_on's wait, on the scheduler that runs h's task, known to live.
 template <class T>
-T block_on_scheduler(scheduler* s, task<T> t) {
-    join_handle<T> h = spawn_on(s, std::move(t));
+T finish_block_on(scheduler* s, join_handle<T>& h) {
     run_until_complete_on(s, h.header());
     return h.take_result();
 }
@@ -82,9 +81,7 @@ public:
     // Starts t on the runtime from any thread.
     template <class T>
     join_handle<T> spawn(task<T> t) const {
-        detail::task_header* h = detail::release_task(std::move(t));
-        spawn_released(h);
-        return join_handle<T>(h);
+        return spawn_as(std::move(t), "aspen::runtime_handle::spawn");
     }
 
     // Runs f() on the runtime's blocking pool (see aspen/spawn_blocking.hpp).
@@ -96,12 +93,16 @@ public:
 
     // As runtime::block_on: from ordinary code, never from inside a task.
     // The runtime's destructor waits until it returns (its shutdown cancels
-    // t, so that is soon: t's join then throws task_cancelled).
+    // t, so that is soon: t's join then throws task_cancelled). Spawned
+    // before the wait pins the runtime, so that a refused t is destroyed
+    // outside the lock, as spawn does.
     template <class T>
     T block_on(task<T> t) const {
-        detail::check_blocking_allowed("aspen::runtime_handle::block_on");
-        detail::pinned_scheduler p = pin("aspen::runtime_handle::block_on");
-        return detail::block_on_scheduler(p.sched, std::move(t));
+        const char* what = "aspen::runtime_handle::block_on";
+        detail::check_blocking_allowed(what);
+        join_handle<T> h = spawn_as(std::move(t), what);
+        detail::pinned_scheduler p = pin(what);
+        return detail::finish_block_on(p.sched, h);
     }
 
     runtime_metrics metrics() const;
@@ -113,8 +114,15 @@ private:
     // The scheduler under a shared lock; throws std::logic_error (empty
     // handle) or runtime_shut_down (runtime destroyed), naming `what`.
     detail::pinned_scheduler pin(const char* what) const;
-    // spawn_root through the link; on refusal destroys t, then throws.
-    void spawn_released(detail::task_header* t) const;
+    template <class T>
+    join_handle<T> spawn_as(task<T> t, const char* what) const {
+        detail::task_header* h = detail::release_task(std::move(t));
+        spawn_released(h, what);
+        return join_handle<T>(h);
+    }
+    // spawn_root through the link; on refusal destroys t (outside the
+    // lock: its destructors may use a handle too), then throws.
+    void spawn_released(detail::task_header* t, const char* what) const;
 
     std::shared_ptr<detail::runtime_link> link_;
 };

@@ -23,7 +23,8 @@ public:
     template <class T>
     T block_on(task<T> t) {
         check_blocking_allowed("aspen::block_on");
-        return block_on_scheduler(sched_, std::move(t));
+        join_handle<T> h = spawn(std::move(t));
+        return finish_block_on(sched_, h);
     }
 
     // Starts t on this runtime from any thread.
