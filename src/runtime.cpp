@@ -18,7 +18,7 @@ void check_blocking_allowed(const char* what) {
                                ": called from inside a runtime's task or worker; co_await the task instead");
 }
 
-void runtime_base::run_until_complete(task_header* t) { sched_->run_until_complete(t); }
+void run_until_complete_on(scheduler* s, task_header* t) { s->run_until_complete(t); }
 // Tasks first: destroying them cancels the blocking jobs they wait for, so
 // only functions already running are left for the pool to wait for.
 void runtime_base::shutdown() {
@@ -30,6 +30,7 @@ std::size_t runtime_base::shutdown_timeout(std::chrono::nanoseconds d) {
     return sched_->blocking().shutdown(d);
 }
 runtime_metrics runtime_base::metrics() const { return sched_->metrics(); }
+runtime_handle runtime_base::handle() const { return runtime_handle(sched_->link()); }
 
 runtime_base::~runtime_base() {
     try {
@@ -40,6 +41,9 @@ runtime_base::~runtime_base() {
         std::fprintf(stderr, "aspen: fatal: %s\n", e.what());
         std::terminate();
     }
+    // Handles may outlive us: wait for their calls in flight, then cut them
+    // off, before the scheduler goes.
+    sched_->link()->close();
     delete sched_;
 }
 

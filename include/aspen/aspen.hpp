@@ -19,6 +19,7 @@
 #include <aspen/poll.hpp>
 #include <aspen/process.hpp>
 #include <aspen/runtime.hpp>
+#include <aspen/runtime_handle.hpp>
 #include <aspen/select.hpp>
 #include <aspen/signal.hpp>
 #include <aspen/spawn.hpp>

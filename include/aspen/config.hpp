@@ -53,6 +53,16 @@ struct config {
     // worker's index.
     std::function<void(std::size_t)> on_thread_start;
     std::function<void(std::size_t)> on_thread_stop;
+    // Called on a worker thread just before it sleeps for want of work (on
+    // its futex or in epoll_wait) and just after it wakes, as Tokio's
+    // Builder::on_thread_park / on_thread_unpark; on a current-thread
+    // runtime, on the thread in block_on around its wait in the I/O driver.
+    // One pair per metrics park (worker_metrics::parks / unparks), including
+    // a park that ends at once because a wake was already pending. Only the
+    // park path tests them. A hook that throws is reported on stderr (once
+    // per runtime and hook) and ignored: it must not end the worker.
+    std::function<void()> on_thread_park;
+    std::function<void()> on_thread_unpark;
     // Receives the exception of a task nobody will observe (detached, or its
     // handle dropped unawaited). Default: one line on stderr.
     std::function<void(std::exception_ptr)> unhandled_exception_handler;

@@ -25,7 +25,9 @@
 // runtime::shutdown_timeout(d) waits at most d and returns how many it left
 // running. Those keep their pool thread until they return; they must not use
 // the runtime after it is destroyed (rt.spawn from them throws
-// runtime_shut_down while the runtime object still exists).
+// runtime_shut_down while the runtime object still exists). A
+// runtime_handle they hold stays safe: its calls throw runtime_shut_down
+// then too.
 //
 // A blocking function runs on a plain thread, not in a task: aspen::spawn
 // and co_await are not available there; use runtime::spawn / block_on on a

@@ -91,7 +91,9 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
 // unless a blocking function is still running.
 void current_thread_scheduler::idle() {
     counters_.parks.add();
+    before_park();
     if (!(blocking().idle() && io_driver().auto_advance())) io_driver().park(std::nullopt);
+    after_unpark();
     counters_.unparks.add();
 }
 

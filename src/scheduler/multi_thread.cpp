@@ -360,6 +360,7 @@ void multi_thread_scheduler::park(worker& w) {
     w.searching = false;
     if (last_searcher) notify_if_work_pending();  // may pick this very worker
     w.counters.parks.add();
+    before_park();
     if (!futex_will_do() && try_take_driver()) {
         bool notified = park_on_driver(w);
         release_driver();
@@ -373,6 +374,7 @@ void multi_thread_scheduler::park(worker& w) {
         if (io_driver().is_paused() && idle_.all_parked()) io_driver().unpark();
         w.park.park();
     }
+    after_unpark();
     w.counters.unparks.add();
     // Whoever woke us (maybe we) counted us as unparked and searching.
     w.searching = true;

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
+#include <shared_mutex>
 
 namespace aspen::detail {
 
@@ -33,6 +35,27 @@ public:
 
 private:
     std::atomic<std::uint64_t> v_{0};
+};
+
+// Shared by a scheduler and the runtime_handles that reach it: the one
+// thing a handle may touch after its runtime is gone. The runtime clears
+// sched under the exclusive lock before it destroys the scheduler; a handle
+// holds the shared lock for the length of a call (runtime_handle.cpp).
+class runtime_link {
+public:
+    explicit runtime_link(scheduler* s) noexcept : sched_(s) {}
+    std::shared_mutex& mutex() noexcept { return mutex_; }
+    // Null once the runtime is destroyed. Read under mutex().
+    scheduler* sched() const noexcept { return sched_; }
+    // Waits for every handle call in flight, then cuts the handles off.
+    void close() noexcept {
+        std::unique_lock lock(mutex_);
+        sched_ = nullptr;
+    }
+
+private:
+    std::shared_mutex mutex_;
+    scheduler* sched_;
 };
 
 enum class schedule_kind {
@@ -102,6 +125,16 @@ public:
     std::uint32_t coop_budget() const noexcept { return coop_budget_; }
     // The spawn_blocking pool; runtime_base shuts it down after the scheduler.
     blocking_pool& blocking() noexcept { return blocking_; }
+    const std::shared_ptr<runtime_link>& link() const noexcept { return link_; }
+    // config::on_thread_park / on_thread_unpark, called by the schedulers
+    // around a sleep (the park path only, so a test of an empty function
+    // costs nothing while busy).
+    void before_park() noexcept {
+        if (on_park_) call_hook(on_park_, park_hook_threw_, "on_thread_park");
+    }
+    void after_unpark() noexcept {
+        if (on_unpark_) call_hook(on_unpark_, unpark_hook_threw_, "on_thread_unpark");
+    }
 
 protected:
     // Cancels every registered task and destroys what the queues still hold
@@ -124,6 +157,8 @@ protected:
     }
 
 private:
+    static void call_hook(const std::function<void()>& hook, std::atomic<bool>& threw, const char* name) noexcept;
+
     // First member: destroyed last, after shutdown destroyed every task
     // (whose timers and sockets deregister from it).
     driver driver_;
@@ -132,6 +167,11 @@ private:
     std::uint32_t coop_budget_;
     blocking_pool blocking_;
     std::atomic<std::uint64_t> remote_completions_{0};
+    std::function<void()> on_park_;
+    std::function<void()> on_unpark_;
+    std::atomic<bool> park_hook_threw_{false};
+    std::atomic<bool> unpark_hook_threw_{false};
+    std::shared_ptr<runtime_link> link_;
 };
 
 // ---- shared by the schedulers (src/task/task_core.cpp) ----------------------
@@ -154,6 +194,17 @@ inline void build_spawned_header(task_header* t, scheduler* s) noexcept {
 // A spawn the scheduler refused (it is shutting down): frees the task, then
 // throws runtime_shut_down.
 [[noreturn]] void refuse_spawn(task_header* t);
+// Frees a released task that was never spawned (its header need not be
+// built), running its frame's destructors.
+void discard_unspawned(task_header* t) noexcept;
+// spawn_root without the refusal: false once s shuts down, and t is then
+// still the caller's to discard.
+inline bool try_spawn_root(scheduler* s, task_header* t) {
+    build_spawned_header(t, s);
+    if (!s->accept_spawn(t)) return false;
+    s->schedule(t, schedule_kind::spawn);
+    return true;
+}
 enum class poll_outcome { idle, requeue, yield, complete };
 // Polls a task taken from a run queue (the caller holds the queue's ref).
 poll_outcome poll_task(task_header* t) noexcept;

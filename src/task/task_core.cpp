@@ -290,19 +290,21 @@ bool report_if_destroying(std::exception_ptr e) noexcept {
     return true;
 }
 
-void refuse_spawn(task_header* t) {
-    // Nothing else knows it: free it with its frame. The header just built
-    // holds nothing (empty waker, no exception), so the block is freed
-    // without running its destructor, as for an inline frame.
+void discard_unspawned(task_header* t) noexcept {
+    // Nothing else knows it: free it with its frame. The header holds
+    // nothing (if built: an empty waker, no exception), so the block is
+    // freed without running its destructor, as for an inline frame.
     t->spawned = false;
     std::coroutine_handle<>::from_address(t->frame()).destroy();
+}
+
+void refuse_spawn(task_header* t) {
+    discard_unspawned(t);
     throw runtime_shut_down();
 }
 
 [[gnu::hot]] void spawn_root(scheduler* s, task_header* t) {
-    build_spawned_header(t, s);
-    if (!s->accept_spawn(t)) refuse_spawn(t);
-    s->schedule(t, schedule_kind::spawn);
+    if (!try_spawn_root(s, t)) refuse_spawn(t);
 }
 
 void abort_task(task_header* t) noexcept {
@@ -685,7 +687,10 @@ scheduler::scheduler(const config& cfg, std::size_t registry_shards)
     : registry_(registry_shards),
       handler_(cfg.unhandled_exception_handler),
       coop_budget_(cfg.coop_budget),
-      blocking_(cfg.max_blocking_threads, cfg.blocking_keep_alive) {
+      blocking_(cfg.max_blocking_threads, cfg.blocking_keep_alive),
+      on_park_(cfg.on_thread_park),
+      on_unpark_(cfg.on_thread_unpark),
+      link_(std::make_shared<runtime_link>(this)) {
     if (cfg.start_paused) driver_.pause();
     // A parked worker skips the paused clock's jump while blocking functions
     // run; when the last one ends, it must look again.
@@ -725,6 +730,38 @@ void scheduler::report_unhandled(std::exception_ptr e) noexcept {
         }
     }
     print_unobserved(e, "a detached task");
+}
+
+namespace {
+void report_hook_throw(std::atomic<bool>& threw, const char* name, const char* what) noexcept {
+    // relaxed: only picks the one caller that reports; publishes nothing.
+    if (threw.exchange(true, std::memory_order_relaxed)) return;
+    std::fprintf(stderr, "aspen: config::%s threw (%s); ignored, as is every later throw of it on this runtime\n",
+                 name, what);
+}
+}  // namespace
+
+// Tokio aborts the process when a hook panics. Here the hook runs inside
+// the idle protocol, between counting the worker as parked and its sleep:
+// unwinding from there would leave the idle counts wrong and end the worker
+// thread through std::terminate. A hook is instrumentation, so its failure
+// must not take the runtime down: one line on stderr, the first time each
+// hook throws on this runtime (a hook that always throws would otherwise
+// write a line per park), and the park goes on.
+// The hook runs as a foreign thread would (no worker in the context): a
+// task it spawns or wakes goes through the injector and a notify, never
+// into this worker's own next slot, where it would sleep with the worker.
+// runtime_handle::current() still names the runtime.
+void scheduler::call_hook(const std::function<void()>& hook, std::atomic<bool>& threw, const char* name) noexcept {
+    void* worker = std::exchange(tls_context.worker, nullptr);
+    try {
+        hook();
+    } catch (const std::exception& e) {
+        report_hook_throw(threw, name, e.what());
+    } catch (...) {
+        report_hook_throw(threw, name, "not a std::exception");
+    }
+    tls_context.worker = worker;
 }
 
 void scheduler::destroy_queued(task_header* t) noexcept {

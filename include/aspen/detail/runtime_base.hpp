@@ -6,6 +6,7 @@
 #include <aspen/detail/task_header.hpp>
 #include <aspen/join_handle.hpp>
 #include <aspen/metrics.hpp>
+#include <aspen/runtime_handle.hpp>
 #include <aspen/spawn_blocking.hpp>
 #include <aspen/task.hpp>
 
@@ -15,10 +16,6 @@
 
 namespace aspen::detail {
 
-// Throws std::logic_error when called on a runtime's thread (blocking there
-// would deadlock the worker).
-void check_blocking_allowed(const char* what);
-
 class runtime_base {
 public:
     // Runs t to completion and returns its value (or rethrows its
@@ -27,16 +24,13 @@ public:
     T block_on(task<T> t) {
         check_blocking_allowed("aspen::block_on");
         join_handle<T> h = spawn(std::move(t));
-        run_until_complete(h.header());
-        return h.take_result();
+        return finish_block_on(sched_, h);
     }
 
     // Starts t on this runtime from any thread.
     template <class T>
     join_handle<T> spawn(task<T> t) {
-        task_header* h = release_task(std::move(t));
-        spawn_root(sched_, h);
-        return join_handle<T>(h);
+        return spawn_on(sched_, std::move(t));
     }
 
     // Runs f() on this runtime's blocking pool, from any thread (see
@@ -55,6 +49,9 @@ public:
     // how many it left running (they finish on their own threads).
     std::size_t shutdown_timeout(std::chrono::nanoseconds d);
     runtime_metrics metrics() const;
+    // A handle that spawns onto this runtime from anywhere and may outlive
+    // it (see aspen/runtime_handle.hpp).
+    runtime_handle handle() const;
 
 protected:
     explicit runtime_base(scheduler* s) noexcept : sched_(s) {}
@@ -63,7 +60,6 @@ protected:
     runtime_base& operator=(const runtime_base&) = delete;
 
 private:
-    void run_until_complete(task_header* t);
     scheduler* sched_;
 };
 

@@ -1,0 +1,55 @@
+// runtime_handle: spawning onto a runtime through its link, which the
+// runtime clears (under the exclusive lock) before it destroys its scheduler.
+#include "scheduler/scheduler.hpp"
+
+#include <aspen/errors.hpp>
+#include <aspen/runtime_handle.hpp>
+
+#include <stdexcept>
+#include <string>
+
+namespace aspen {
+
+namespace {
+[[noreturn]] void throw_empty(const char* what) {
+    throw std::logic_error(std::string(what) +
+                           ": the handle is empty (default-constructed); take one from runtime::handle() or "
+                           "runtime_handle::current()");
+}
+}  // namespace
+
+runtime_handle runtime_handle::current() {
+    detail::scheduler* s = detail::tls().sched;
+    if (!s)
+        throw std::logic_error(
+            "aspen::runtime_handle::current: called outside a runtime's task or worker thread; pass a handle in");
+    return runtime_handle(s->link());
+}
+
+detail::pinned_scheduler runtime_handle::pin(const char* what) const {
+    if (!link_) throw_empty(what);
+    std::shared_lock lock(link_->mutex());
+    detail::scheduler* s = link_->sched();
+    if (!s) throw runtime_shut_down();
+    return {std::move(lock), s};
+}
+
+// The task is discarded only after the lock is released: its destructors
+// may use a handle to this runtime themselves, and a second shared lock on
+// one thread may deadlock against a waiting close().
+void runtime_handle::spawn_released(detail::task_header* t, const char* what) const {
+    bool spawned = false;
+    if (link_) {
+        std::shared_lock lock(link_->mutex());
+        detail::scheduler* s = link_->sched();
+        spawned = s && detail::try_spawn_root(s, t);
+    }
+    if (spawned) return;
+    detail::discard_unspawned(t);
+    if (!link_) throw_empty(what);
+    throw runtime_shut_down();
+}
+
+runtime_metrics runtime_handle::metrics() const { return pin("aspen::runtime_handle::metrics").sched->metrics(); }
+
+}  // namespace aspen

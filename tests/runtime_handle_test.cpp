@@ -1,0 +1,284 @@
+// runtime_handle: spawning onto a runtime from threads that do not own it,
+// runtime_handle::current() inside a task, block_on / spawn_blocking /
+// metrics through a handle, and a handle that outlives its runtime (every
+// call then throws runtime_shut_down and destroys what it was given).
+#include <aspen/aspen.hpp>
+
+#include "runtime_kinds.hpp"
+#include "test_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using aspen_test::any_runtime;
+
+// A task parameter that counts its destruction, and whether the task body
+// reached it first: every task given to a spawn is destroyed exactly once,
+// run or not.
+struct probe {
+    std::atomic<long>* destroyed;
+    std::atomic<long>* unrun;
+    bool ran = false;
+    probe(std::atomic<long>* d, std::atomic<long>* u) noexcept : destroyed(d), unrun(u) {}
+    probe(probe&& o) noexcept
+        : destroyed(std::exchange(o.destroyed, nullptr)), unrun(std::exchange(o.unrun, nullptr)), ran(o.ran) {}
+    probe(const probe&) = delete;
+    probe& operator=(const probe&) = delete;
+    probe& operator=(probe&&) = delete;
+    ~probe() {
+        if (!destroyed) return;
+        destroyed->fetch_add(1);
+        if (!ran) unrun->fetch_add(1);
+    }
+};
+
+struct probe_counts {
+    std::atomic<long> destroyed{0};
+    std::atomic<long> unrun{0};
+    std::atomic<long> ran{0};
+    probe make() { return probe(&destroyed, &unrun); }
+};
+
+aspen::task<void> probed(probe p, std::atomic<long>* ran) {
+    p.ran = true;
+    ran->fetch_add(1);
+    co_return;
+}
+
+aspen::task<int> count_one(std::atomic<int>* n, int total, aspen_test::signal* done, int value) {
+    if (n->fetch_add(1) + 1 == total) done->set();
+    co_return value;
+}
+
+aspen::task<void> wait_signal(aspen_test::signal* s) { co_await s->wait(); }
+
+aspen::task<void> set_signal(aspen_test::signal* s) {
+    s->set();
+    co_return;
+}
+
+aspen::task<long> sum_all(std::vector<aspen::join_handle<int>>* handles) {
+    long sum = 0;
+    for (auto& h : *handles) sum += co_await h;
+    co_return sum;
+}
+
+aspen::task<int> answer() { co_return 42; }
+
+template <class T>
+aspen::task<T> await_handle(aspen::join_handle<T> h) {
+    co_return co_await h;
+}
+
+class RuntimeHandle : public ::testing::TestWithParam<int> {};
+
+TEST_P(RuntimeHandle, EightPlainThreadsSpawnTenThousandTasks) {
+    constexpr int threads = 8, per_thread = 1250, total = threads * per_thread;
+    any_runtime rt(GetParam());
+    aspen::runtime_handle h = rt->handle();
+    std::atomic<int> ran{0};
+    aspen_test::signal done;
+    std::vector<std::vector<aspen::join_handle<int>>> handles(threads);
+    std::vector<std::thread> spawners;
+    for (int i = 0; i < threads; ++i) {
+        spawners.emplace_back([&, i] {
+            for (int j = 0; j < per_thread; ++j) handles[i].push_back(h.spawn(count_one(&ran, total, &done, 1)));
+        });
+    }
+    // A current-thread runtime runs them only while driven: this does it.
+    rt->block_on(wait_signal(&done));
+    for (auto& t : spawners) t.join();
+    EXPECT_EQ(ran.load(), total);
+    long sum = 0;
+    for (auto& v : handles) sum += rt->block_on(sum_all(&v));
+    EXPECT_EQ(sum, total);
+    EXPECT_GE(h.metrics().remote_spawns, static_cast<std::uint64_t>(total));
+}
+
+aspen::task<void> spawn_through_current_from_thread(aspen_test::signal* s) {
+    aspen::runtime_handle h = aspen::runtime_handle::current();
+    std::thread th([h, s] { (void)h.spawn(set_signal(s)); });
+    co_await s->wait();
+    th.join();
+}
+
+TEST_P(RuntimeHandle, CurrentInsideTaskIsUsableFromPlainThread) {
+    aspen_test::signal s;
+    aspen_test::run_on(GetParam(), spawn_through_current_from_thread(&s), "spawn through current()");
+    EXPECT_TRUE(s.is_set());
+}
+
+aspen::task<bool> block_on_inside_task_throws() {
+    aspen::runtime_handle h = aspen::runtime_handle::current();
+    try {
+        (void)h.block_on(answer());
+    } catch (const std::logic_error& e) {
+        co_return std::string(e.what()).find("aspen::runtime_handle::block_on") != std::string::npos;
+    }
+    co_return false;
+}
+
+TEST_P(RuntimeHandle, BlockOnFromPlainThreadNotFromTask) {
+    any_runtime rt(GetParam());
+    aspen::runtime_handle h = rt->handle();
+    int v = 0;
+    std::thread([&] { v = h.block_on(answer()); }).join();
+    EXPECT_EQ(v, 42);
+    EXPECT_TRUE(rt->block_on(block_on_inside_task_throws()));
+}
+
+TEST_P(RuntimeHandle, SpawnBlockingFromPlainThread) {
+    any_runtime rt(GetParam());
+    aspen::runtime_handle h = rt->handle();
+    aspen::join_handle<int> j;
+    std::thread([&] { j = h.spawn_blocking([] { return 7; }); }).join();
+    EXPECT_EQ(rt->block_on(await_handle(std::move(j))), 7);
+}
+
+// Every call through h throws runtime_shut_down; a task given is destroyed
+// without running, its destructors run once.
+void expect_refused(const aspen::runtime_handle& h) {
+    probe_counts c;
+    EXPECT_THROW((void)h.spawn(probed(c.make(), &c.ran)), aspen::runtime_shut_down);
+    EXPECT_THROW((void)h.block_on(probed(c.make(), &c.ran)), aspen::runtime_shut_down);
+    EXPECT_THROW((void)h.spawn_blocking([] { return 1; }), aspen::runtime_shut_down);
+    EXPECT_EQ(c.destroyed.load(), 2);
+    EXPECT_EQ(c.unrun.load(), 2);
+    EXPECT_EQ(c.ran.load(), 0);
+}
+
+TEST_P(RuntimeHandle, SpawnAfterShutdownThrowsAndDestroysTask) {
+    any_runtime rt(GetParam());
+    aspen::runtime_handle h = rt->handle();
+    rt->shutdown();
+    expect_refused(h);
+    EXPECT_NO_THROW((void)h.metrics());  // the runtime object still exists
+}
+
+TEST_P(RuntimeHandle, SpawnAfterDestructionThrowsAndDestroysTask) {
+    aspen::runtime_handle h;
+    {
+        any_runtime rt(GetParam());
+        h = rt->handle();
+    }
+    expect_refused(h);
+    aspen::runtime_handle copy = h;
+    expect_refused(copy);
+    EXPECT_THROW((void)h.metrics(), aspen::runtime_shut_down);
+}
+
+aspen::task<void> note_start_and_wait(std::atomic<bool>* started, aspen_test::signal* s) {
+    started->store(true);
+    co_await s->wait();
+}
+
+// The runtime's destructor waits for a block_on through a handle, whose
+// task its shutdown destroys: that block_on ends with task_cancelled.
+TEST_P(RuntimeHandle, DestructionEndsHandleBlockOnWithTaskCancelled) {
+    auto rt = std::make_unique<any_runtime>(GetParam());
+    aspen::runtime_handle h = (*rt)->handle();
+    std::atomic<bool> started{false};
+    aspen_test::signal never;
+    bool cancelled = false;
+    std::thread waiter([&] {
+        try {
+            h.block_on(note_start_and_wait(&started, &never));
+        } catch (const aspen::task_cancelled&) {
+            cancelled = true;
+        }
+    });
+    while (!started.load()) std::this_thread::yield();
+    rt.reset();
+    waiter.join();
+    EXPECT_TRUE(cancelled);
+    EXPECT_THROW(h.block_on(answer()), aspen::runtime_shut_down);
+}
+
+aspen::task<void> wait_until_ran(std::atomic<long>* ran, long n) {
+    while (ran->load() < n) co_await aspen::yield_now();
+}
+
+// A plain thread spawns in a loop while the runtime is destroyed under it:
+// each spawn either is refused (runtime_shut_down) or is accepted, and an
+// accepted task either ran or was destroyed by shutdown. The spawner goes
+// on until a spawn made entirely after the destruction was refused.
+TEST_P(RuntimeHandle, SpawnLoopWhileRuntimeIsDestroyed) {
+    probe_counts c;
+    auto rt = std::make_unique<any_runtime>(GetParam());
+    aspen::runtime_handle h = (*rt)->handle();
+    std::atomic<bool> gone{false};
+    long attempts = 0, refused = 0;
+    std::thread spawner([&] {
+        for (;;) {
+            bool after_destruction = gone.load();
+            ++attempts;
+            try {
+                (void)h.spawn(probed(c.make(), &c.ran));
+            } catch (const aspen::runtime_shut_down&) {
+                ++refused;
+                if (after_destruction) return;
+            }
+        }
+    });
+    (*rt)->block_on(wait_until_ran(&c.ran, 100));  // the spawner is well under way
+    rt.reset();
+    gone.store(true);
+    spawner.join();
+    EXPECT_EQ(c.destroyed.load(), attempts);
+    EXPECT_EQ(c.ran.load() + c.unrun.load(), attempts);
+    EXPECT_GE(c.unrun.load(), refused);
+    EXPECT_GE(c.ran.load(), 100);
+    EXPECT_GE(refused, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, RuntimeHandle, aspen_test::runtime_kinds, aspen_test::kind_name);
+
+TEST(RuntimeHandleMisuse, CurrentOutsideTaskThrows) {
+    try {
+        (void)aspen::runtime_handle::current();
+        FAIL() << "no exception";
+    } catch (const std::logic_error& e) {
+        EXPECT_NE(std::string(e.what()).find("aspen::runtime_handle::current"), std::string::npos) << e.what();
+    }
+    // Not a task either: a spawn_blocking function.
+    aspen::runtime rt(aspen_test::workers(1));
+    auto j = rt.spawn_blocking([] { (void)aspen::runtime_handle::current(); });
+    EXPECT_THROW(rt.block_on(await_handle(std::move(j))), std::logic_error);
+}
+
+TEST(RuntimeHandleMisuse, EmptyHandleThrowsAndDestroysTask) {
+    aspen::runtime_handle h;
+    EXPECT_FALSE(h.valid());
+    probe_counts c;
+    EXPECT_THROW((void)h.spawn(probed(c.make(), &c.ran)), std::logic_error);
+    EXPECT_THROW((void)h.block_on(probed(c.make(), &c.ran)), std::logic_error);
+    EXPECT_THROW((void)h.spawn_blocking([] { return 1; }), std::logic_error);
+    EXPECT_THROW((void)h.metrics(), std::logic_error);
+    EXPECT_EQ(c.destroyed.load(), 2);
+    EXPECT_EQ(c.unrun.load(), 2);
+    // The message names the call and the cause.
+    for (bool block : {false, true}) {
+        try {
+            if (block) (void)h.block_on(answer());
+            else (void)h.spawn(answer());
+            ADD_FAILURE() << "no exception";
+        } catch (const std::logic_error& e) {
+            std::string what = e.what();
+            EXPECT_NE(what.find(block ? "runtime_handle::block_on" : "runtime_handle::spawn"), std::string::npos) << what;
+            EXPECT_NE(what.find("empty"), std::string::npos) << what;
+        }
+    }
+    aspen::current_thread_runtime rt;
+    EXPECT_TRUE(rt.handle().valid());
+}
+
+}  // namespace
