@@ -908,6 +908,64 @@ struct hooks {
     std::atomic<int> stopped{0};
 };
 
+struct park_hooks {
+    std::atomic<int> parks{0};
+    std::atomic<int> unparks{0};
+};
+
+// block_on of a 1 ms timer (the runtime sleeps meanwhile), then shutdown;
+// returns the runtime's parks, then frees it.
+uint64_t sleep_once_and_count_parks(aspen_runtime* rt) {
+    aspen_timer* t = nullptr;
+    EXPECT_EQ(aspen_timer_new(1000000, &t), ASPEN_OK);
+    auto poll = [](void* d, aspen_context* cx) { return aspen_timer_poll(static_cast<aspen_timer*>(d), cx); };
+    EXPECT_EQ(aspen_block_on(rt, poll, t, nullptr), ASPEN_OK);
+    aspen_timer_free(t);
+    EXPECT_EQ(aspen_runtime_shutdown(rt), ASPEN_OK);
+    aspen_metrics m;
+    m.size = sizeof m;
+    EXPECT_EQ(aspen_runtime_metrics(rt, &m), ASPEN_OK);
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
+    EXPECT_EQ(m.parks, m.unparks);
+    return m.parks;
+}
+
+// The park hooks run once per metrics park / unpark, with hook_data; a
+// struct of the header before them (its size ends at poll_time_histogram)
+// gets none, whatever its memory holds beyond.
+TEST(capi_config, ParkHooksPairWithTheMetrics) {
+    for (int kind : {0, 1, 2}) {
+        park_hooks h;
+        aspen_config cfg;
+        aspen_config_init(&cfg);
+        cfg.current_thread = kind == 0;
+        cfg.workers = kind == 0 ? 1 : static_cast<size_t>(kind);
+        cfg.hook_data = &h;
+        // relaxed: read after the runtime's shutdown joined its threads.
+        cfg.on_thread_park = [](void* d) { static_cast<park_hooks*>(d)->parks.fetch_add(1, std::memory_order_relaxed); };
+        cfg.on_thread_unpark = [](void* d) {
+            static_cast<park_hooks*>(d)->unparks.fetch_add(1, std::memory_order_relaxed);
+        };
+        aspen_runtime* rt = nullptr;
+        ASSERT_EQ(aspen_runtime_new(&cfg, &rt), ASPEN_OK) << aspen_last_error();
+        uint64_t parks = sleep_once_and_count_parks(rt);
+        EXPECT_GE(parks, 1u) << "kind " << kind;
+        EXPECT_EQ(static_cast<uint64_t>(h.parks.load()), parks) << "kind " << kind;
+        EXPECT_EQ(static_cast<uint64_t>(h.unparks.load()), parks) << "kind " << kind;
+    }
+    park_hooks h;
+    aspen_config old;
+    aspen_config_init(&old);
+    old.size = offsetof(aspen_config, on_thread_park);
+    old.workers = 1;
+    old.hook_data = &h;
+    old.on_thread_park = [](void* d) { static_cast<park_hooks*>(d)->parks.fetch_add(1, std::memory_order_relaxed); };
+    aspen_runtime* rt = nullptr;
+    ASSERT_EQ(aspen_runtime_new(&old, &rt), ASPEN_OK) << aspen_last_error();
+    EXPECT_GE(sleep_once_and_count_parks(rt), 1u);
+    EXPECT_EQ(h.parks.load(), 0);  // beyond its size: not read
+}
+
 TEST(capi_config, ThreadHooksAndName) {
     hooks h;
     aspen_config cfg;

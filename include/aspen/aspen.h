@@ -113,6 +113,14 @@ typedef struct aspen_config {
        start_paused; on LP64 it sits where the struct had tail padding, so
        sizeof(aspen_config) did not change (see docs/c_api.md). */
     int poll_time_histogram;
+    /* Appended after poll_time_histogram: run on a runtime thread just
+     * before it sleeps for lack of work and just after it wakes (as
+     * aspen::config::on_thread_park / on_thread_unpark; on a current_thread
+     * runtime around the wait in aspen_block_on / aspen_join_wait), with
+     * hook_data: where a garbage collector learns that a thread is at a
+     * safe point. One pair per parks / unparks of the metrics. May be NULL. */
+    void (*on_thread_park)(void* hook_data);
+    void (*on_thread_unpark)(void* hook_data);
 } aspen_config;
 
 /* Fills the first `size` bytes of *cfg (the caller's sizeof(aspen_config))

@@ -578,6 +578,8 @@ aspen::config to_cpp(const aspen_config& c) {
     if (auto f = c.on_thread_stop) cfg.on_thread_stop = [f, d = c.hook_data](std::size_t i) { f(d, i); };
     cfg.start_paused = c.start_paused != 0;
     cfg.poll_time_histogram = c.poll_time_histogram != 0;
+    if (auto f = c.on_thread_park) cfg.on_thread_park = [f, d = c.hook_data] { f(d); };
+    if (auto f = c.on_thread_unpark) cfg.on_thread_unpark = [f, d = c.hook_data] { f(d); };
     return cfg;
 }
 
