@@ -9,10 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <atomic>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -234,6 +236,37 @@ TEST_P(FsFile, AnAbortedReadHoldsTheNextOneBackAndLosesNoMemory) {
     writer.join();
     EXPECT_EQ(second, "def");
     EXPECT_EQ(net_test::open_fds(), before);
+}
+
+// A write to a FIFO whose reader has gone throws EPIPE; SIGPIPE stays at
+// its default action, so a raised one would end the test binary.
+TEST_P(FsFile, AWriteToAFifoNobodyReadsThrowsEpipeWithoutSigpipe) {
+    ASSERT_NE(::signal(SIGPIPE, SIG_DFL), SIG_ERR);
+    temp_dir dir;
+    stdfs::path fifo = stdfs::path(dir.path) / "fifo";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    // The reader: open blocks until the writer is there too; then it goes.
+    // release: pairs with the task's acquire load, so the close is done.
+    std::atomic<bool> gone{false};
+    std::thread reader([&] {
+        ::close(::open(fifo.c_str(), O_RDONLY | O_CLOEXEC));
+        gone.store(true, std::memory_order_release);
+    });
+    int err = aspen_test::run_on(
+        GetParam(),
+        [](stdfs::path p, std::atomic<bool>& gone) -> task<int> {
+            fs::file f = co_await fs::open_options().write(true).open(p);
+            while (!gone.load(std::memory_order_acquire)) co_await aspen::sleep(1ms);
+            try {
+                co_await f.write_all("nobody reads this");
+            } catch (const std::system_error& e) {
+                co_return e.code().value();
+            }
+            co_return 0;
+        }(fifo, gone),
+        "fifo epipe");
+    reader.join();
+    EXPECT_EQ(err, EPIPE);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, FsFile, aspen_test::runtime_kinds, aspen_test::kind_name);

@@ -1,14 +1,12 @@
-// aspen::fs::file: each operation takes the file's busy lock (an aspen::mutex,
-// so the task waits without holding a worker), then runs one function on the
-// blocking pool. The lock moves into that function and is released when it
-// ends, on the pool thread: an operation whose task was aborted while its
-// call runs still holds the next one back until the call is done (see the
-// header for why). Each function holds a reference to the file's state, so
-// the descriptor is closed only after the last call on it returned.
+// aspen::fs::file: each operation is a call on the blocking pool under the
+// file's busy lock (blocking/pool_fd.hpp: run_exclusive), so an operation
+// whose task was aborted while its call runs still holds the next one back
+// until the call is done (see the header for why), and the descriptor is
+// closed only after the last call on it returned.
 #include <aspen/fs.hpp>
 #include <aspen/fs/file.hpp>
-#include <aspen/sync/mutex.hpp>
 
+#include "blocking/pool_fd.hpp"
 #include "fs/fs_common.hpp"
 
 #include <fcntl.h>
@@ -25,46 +23,23 @@
 namespace aspen::fs {
 
 namespace detail {
-struct file_state {
-    file_state(int f, std::filesystem::path p) noexcept : fd(f), path(std::move(p)) {}
-    file_state(const file_state&) = delete;
-    file_state& operator=(const file_state&) = delete;
-    ~file_state() { ::close(fd); }
+struct file_state : aspen::detail::pool_fd {
+    file_state(int f, std::filesystem::path p) noexcept : pool_fd(f, true), path(std::move(p)) {}
 
-    const int fd;
     const std::filesystem::path path;  // for error messages
-    aspen::mutex busy;                 // one operation at a time (see file.hpp)
+
+    // What a failed call throws: errno, naming op and the path.
+    auto failing(const char* op) const {
+        return [this, op](int err) { fail(err, op, path); };
+    }
 };
 }  // namespace detail
 
 namespace {
 
 using state_ptr = std::shared_ptr<detail::file_state>;
-
-// A pool call moves at most this much (as Tokio's File): a huge read or
-// write does not pin a buffer of its size.
-constexpr std::size_t max_chunk = std::size_t{2} << 20;
-
-// Releases the busy lock when the pool function returns or throws.
-struct release_on_exit {
-    mutex_guard& busy;
-    ~release_on_exit() { busy.unlock(); }
-};
-
-// Runs f(state) on the blocking pool under the file's busy lock.
-template <class F>
-task<std::invoke_result_t<F&, detail::file_state&>> run(state_ptr s, F f) {
-    mutex_guard busy = co_await s->busy.lock();
-    auto call = [s, busy = std::move(busy), f = std::move(f)]() mutable {
-        release_on_exit release{busy};
-        return f(*s);
-    };
-    // Named, not awaited as a temporary: the closure (a parameter of
-    // on_pool) must not be in the full-expression of the co_await (g++ 12,
-    // README "Compiler caveats").
-    task<std::invoke_result_t<F&, detail::file_state&>> pooled = detail::on_pool(std::move(call));
-    co_return co_await std::move(pooled);
-}
+using aspen::detail::max_pool_chunk;
+using aspen::detail::run_exclusive;
 
 }  // namespace
 
@@ -125,11 +100,9 @@ int file::native_handle() const noexcept { return s_ ? s_->fd : -1; }
 task<std::size_t> file::read(void* data, std::size_t size) {
     state_ptr s = require("aspen::fs::file::read");
     if (size == 0) co_return 0;
-    std::size_t want = std::min(size, max_chunk);
-    task<std::string> op = run(std::move(s), [want](detail::file_state& st) {
-        std::string buf(want, '\0');
-        buf.resize(detail::retry_eintr([&] { return ::read(st.fd, buf.data(), want); }, "read", st.path));
-        return buf;
+    std::size_t want = std::min(size, max_pool_chunk);
+    task<std::string> op = run_exclusive(std::move(s), [want](detail::file_state& st) {
+        return aspen::detail::read_some(st.fd, want, st.failing("read"));
     });
     std::string got = co_await std::move(op);
     std::memcpy(data, got.data(), got.size());  // here, in the task: the caller's memory is alive
@@ -139,8 +112,8 @@ task<std::size_t> file::read(void* data, std::size_t size) {
 task<std::size_t> file::read_at(void* data, std::size_t size, std::uint64_t offset) {
     state_ptr s = require("aspen::fs::file::read_at");
     if (size == 0) co_return 0;
-    std::size_t want = std::min(size, max_chunk);
-    task<std::string> op = run(std::move(s), [want, offset](detail::file_state& st) {
+    std::size_t want = std::min(size, max_pool_chunk);
+    task<std::string> op = run_exclusive(std::move(s), [want, offset](detail::file_state& st) {
         std::string buf(want, '\0');
         buf.resize(detail::retry_eintr([&] { return ::pread(st.fd, buf.data(), want, static_cast<off_t>(offset)); },
                                        "read_at", st.path));
@@ -155,17 +128,17 @@ task<std::size_t> file::read_at(void* data, std::size_t size, std::uint64_t offs
 // so the caller's buffer is free as soon as the call returns.
 task<std::size_t> file::write(const void* data, std::size_t size) {
     state_ptr s = require("aspen::fs::file::write");
-    std::string bytes(static_cast<const char*>(data), std::min(size, max_chunk));
-    return run(std::move(s), [bytes = std::move(bytes)](detail::file_state& st) -> std::size_t {
+    std::string bytes(static_cast<const char*>(data), std::min(size, max_pool_chunk));
+    return run_exclusive(std::move(s), [bytes = std::move(bytes)](detail::file_state& st) -> std::size_t {
         if (bytes.empty()) return 0;
-        return detail::retry_eintr([&] { return ::write(st.fd, bytes.data(), bytes.size()); }, "write", st.path);
+        return aspen::detail::write_some(st.fd, bytes.data(), bytes.size(), st.failing("write"));
     });
 }
 
 task<void> file::write_all(const void* data, std::size_t size) {
     state_ptr s = require("aspen::fs::file::write_all");
     std::string bytes(static_cast<const char*>(data), size);
-    return run(std::move(s), [bytes = std::move(bytes)](detail::file_state& st) {
+    return run_exclusive(std::move(s), [bytes = std::move(bytes)](detail::file_state& st) {
         detail::write_fully(st.fd, bytes, std::nullopt, "write_all", st.path);
     });
 }
@@ -175,14 +148,14 @@ task<void> file::write_all(std::string_view text) { return write_all(text.data()
 task<void> file::write_all_at(const void* data, std::size_t size, std::uint64_t offset) {
     state_ptr s = require("aspen::fs::file::write_all_at");
     std::string bytes(static_cast<const char*>(data), size);
-    return run(std::move(s), [bytes = std::move(bytes), offset](detail::file_state& st) {
+    return run_exclusive(std::move(s), [bytes = std::move(bytes), offset](detail::file_state& st) {
         detail::write_fully(st.fd, bytes, offset, "write_all_at", st.path);
     });
 }
 
 task<std::uint64_t> file::seek(std::int64_t offset, seek_from whence) {
     int w = whence == seek_from::start ? SEEK_SET : whence == seek_from::current ? SEEK_CUR : SEEK_END;
-    return run(require("aspen::fs::file::seek"), [offset, w](detail::file_state& st) {
+    return run_exclusive(require("aspen::fs::file::seek"), [offset, w](detail::file_state& st) {
         off_t r = ::lseek(st.fd, static_cast<off_t>(offset), w);
         if (r < 0) detail::fail(errno, "seek", st.path);
         return static_cast<std::uint64_t>(r);
@@ -190,23 +163,23 @@ task<std::uint64_t> file::seek(std::int64_t offset, seek_from whence) {
 }
 
 task<void> file::sync_all() {
-    return run(require("aspen::fs::file::sync_all"),
+    return run_exclusive(require("aspen::fs::file::sync_all"),
                [](detail::file_state& st) { detail::check_zero(::fsync(st.fd), "sync_all", st.path); });
 }
 
 task<void> file::sync_data() {
-    return run(require("aspen::fs::file::sync_data"),
+    return run_exclusive(require("aspen::fs::file::sync_data"),
                [](detail::file_state& st) { detail::check_zero(::fdatasync(st.fd), "sync_data", st.path); });
 }
 
 task<void> file::set_len(std::uint64_t size) {
-    return run(require("aspen::fs::file::set_len"), [size](detail::file_state& st) {
+    return run_exclusive(require("aspen::fs::file::set_len"), [size](detail::file_state& st) {
         detail::check_zero(::ftruncate(st.fd, static_cast<off_t>(size)), "set_len", st.path);
     });
 }
 
 task<metadata_t> file::metadata() {
-    return run(require("aspen::fs::file::metadata"), [](detail::file_state& st) {
+    return run_exclusive(require("aspen::fs::file::metadata"), [](detail::file_state& st) {
         struct stat sb {};
         detail::check_zero(::fstat(st.fd, &sb), "metadata", st.path);
         return detail::metadata_of(sb);

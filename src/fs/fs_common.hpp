@@ -1,10 +1,12 @@
 // What the aspen::fs functions (fs.cpp) and fs::file (file.cpp) share:
-// running a function on the blocking pool for a task, errors that name the
-// operation and the path, and metadata from a struct stat.
+// errors that name the operation and the path, and metadata from a struct
+// stat. Running a function on the blocking pool is blocking/pool_fd.hpp's.
 #pragma once
 
 #include <aspen/fs.hpp>
 #include <aspen/spawn_blocking.hpp>
+
+#include "blocking/pool_fd.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,27 +25,7 @@ namespace aspen::fs::detail {
 
 namespace stdfs = std::filesystem;
 
-// Aborts a blocking function whose awaiting task went away (aborted, or a
-// lost timeout race) before it finished: if it has not started it never
-// runs. A dropped handle would only detach it.
-template <class R>
-struct abort_unless_finished {
-    join_handle<R>& h;
-    ~abort_unless_finished() {
-        if (h.valid() && !h.is_finished()) h.abort();
-    }
-};
-
-// Runs f on the blocking pool and gives its result to the awaiting task.
-// The handle is named before the co_await: with g++ 12 a temporary with a
-// destructor (this closure) in the full-expression of a co_await whose
-// operation throws is destroyed twice (README, "Compiler caveats").
-template <class F>
-task<std::invoke_result_t<F&>> on_pool(F f) {
-    auto h = aspen::spawn_blocking(std::move(f));
-    abort_unless_finished<std::invoke_result_t<F&>> guard{h};
-    co_return co_await h;
-}
+using aspen::detail::on_pool;
 
 [[noreturn]] inline void fail(int err, const char* op, const stdfs::path& p) {
     std::string what = "aspen::fs::";
@@ -60,25 +42,13 @@ inline void check_zero(int r, const char* op, const stdfs::path& p) {
 // and the path.
 template <class Call>
 std::size_t retry_eintr(Call call, const char* op, const stdfs::path& p) {
-    for (;;) {
-        auto n = call();
-        if (n >= 0) return static_cast<std::size_t>(n);
-        if (errno != EINTR) fail(errno, op, p);
-    }
+    return aspen::detail::retry_eintr(call, [&](int err) { fail(err, op, p); });
 }
 
-// Writes all of data to fd: at its file offset, or from `at` on with
-// pwrite (which leaves the file offset alone). Short writes go on.
+// aspen::detail::write_fully, its failures naming op and the path.
 inline void write_fully(int fd, const std::string& data, std::optional<std::uint64_t> at, const char* op,
                         const stdfs::path& p) {
-    std::size_t done = 0;
-    while (done < data.size()) {
-        const char* from = data.data() + done;
-        std::size_t left = data.size() - done;
-        done += retry_eintr(
-            [&] { return at ? ::pwrite(fd, from, left, static_cast<off_t>(*at + done)) : ::write(fd, from, left); }, op,
-            p);
-    }
+    aspen::detail::write_fully(fd, data, at, [&](int err) { fail(err, op, p); });
 }
 
 // stat(2)'s mode as std::filesystem's file type.

@@ -29,7 +29,7 @@
 // read from the file and moved its position). The file stays usable.
 //
 // Errors: std::system_error with the errno, naming the operation and the
-// path; an empty (moved-from or default-constructed) file throws
+// path (a write to a FIFO nobody reads: EPIPE, never SIGPIPE); an empty (moved-from or default-constructed) file throws
 // std::logic_error; a bad set of open_options std::invalid_argument.
 #pragma once
 
