@@ -290,7 +290,7 @@ bool report_if_destroying(std::exception_ptr e) noexcept {
     return true;
 }
 
-void discard_unspawned(task_header* t) noexcept {
+[[gnu::cold]] void discard_unspawned(task_header* t) noexcept {
     // Nothing else knows it: free it with its frame. The header holds
     // nothing (if built: an empty waker, no exception), so the block is
     // freed without running its destructor, as for an inline frame.
@@ -298,7 +298,7 @@ void discard_unspawned(task_header* t) noexcept {
     std::coroutine_handle<>::from_address(t->frame()).destroy();
 }
 
-void refuse_spawn(task_header* t) {
+[[gnu::cold]] void refuse_spawn(task_header* t) {
     discard_unspawned(t);
     throw runtime_shut_down();
 }
@@ -733,7 +733,7 @@ void scheduler::report_unhandled(std::exception_ptr e) noexcept {
 }
 
 namespace {
-void report_hook_throw(std::atomic<bool>& threw, const char* name, const char* what) noexcept {
+[[gnu::cold]] void report_hook_throw(std::atomic<bool>& threw, const char* name, const char* what) noexcept {
     // relaxed: only picks the one caller that reports; publishes nothing.
     if (threw.exchange(true, std::memory_order_relaxed)) return;
     std::fprintf(stderr, "aspen: config::%s threw (%s); ignored, as is every later throw of it on this runtime\n",
@@ -752,7 +752,7 @@ void report_hook_throw(std::atomic<bool>& threw, const char* name, const char* w
 // task it spawns or wakes goes through the injector and a notify, never
 // into this worker's own next slot, where it would sleep with the worker.
 // runtime_handle::current() still names the runtime.
-void scheduler::call_hook(const std::function<void()>& hook, std::atomic<bool>& threw, const char* name) noexcept {
+[[gnu::cold]] void scheduler::call_hook(const std::function<void()>& hook, std::atomic<bool>& threw, const char* name) noexcept {
     void* worker = std::exchange(tls_context.worker, nullptr);
     try {
         hook();
