@@ -15,8 +15,9 @@
 // next child to finish, in completion order: the value (std::monostate for
 // void), the child's exception rethrown, or nullopt when no child is left;
 // try_next() is the same without waiting (nullopt also while the children
-// left are still running). spawn returns an abort_handle for that one child (Tokio's AbortHandle):
-// once it is aborted, next() throws task_cancelled for it, in its turn.
+// left are still running). spawn returns an abort_handle for that one
+// child (Tokio's AbortHandle): once it is aborted, next() throws
+// task_cancelled for it, in its turn.
 // abort_all() aborts every child: they are no longer in the set (size() is
 // 0, next() gives nullopt), and each stops at its next suspension point.
 // `co_await shutdown()` aborts every child and waits until all are gone
@@ -55,8 +56,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <list>
 #include <exception>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
