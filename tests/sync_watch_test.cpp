@@ -12,9 +12,11 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -218,6 +220,63 @@ TEST(SyncWatch, ReadyChangesSpendTheCoopBudget) {
     });
     EXPECT_GE(seen_at, 0) << "-2: changed() said closed; -1: the loop never yielded";
     EXPECT_LT(seen_at, 100);
+}
+
+// wait_for: 4 waiters each want a different threshold while a sender
+// counts up with send_modify from a plain thread; each gets the first value
+// at or past its threshold (values may be skipped), and a
+// waiter whose threshold is never reached gets null once the sender goes.
+aspen::task<int> wait_at_least(aspen::watch_receiver<int> rx, int threshold) {
+    auto at_least = [threshold](const int& v) { return v >= threshold; };
+    std::shared_ptr<const int> v = co_await rx.wait_for(at_least);
+    if (!v) co_return -1;
+    co_return *v >= threshold ? threshold : -2;
+}
+
+aspen::task<int> wait_for_body() {
+    auto [tx, rx] = aspen::watch_channel<int>(0);
+    std::vector<aspen::join_handle<int>> hs;
+    for (int t : {0, 1000, updates / 2, updates}) hs.push_back(aspen::spawn(wait_at_least(rx, t)));
+    aspen::join_handle<int> never = aspen::spawn(wait_at_least(rx, updates + 1));
+    std::optional<aspen::watch_sender<int>> held(std::move(tx));
+    std::thread counter([&] {
+        for (int i = 0; i < updates; ++i) held->send_modify([](int& v) { ++v; });
+        held.reset();  // the last sender goes: `never` ends with null
+    });
+    int ok = 0;
+    for (auto& h : hs) {
+        int r = co_await h;
+        ok += r > -1 ? 1 : 0;
+    }
+    int last = co_await never;
+    counter.join();
+    co_return ok * 10 + (last == -1 ? 1 : 0) + (*rx.borrow() == updates ? 100 : 0);
+}
+
+TEST_P(SyncWatch, WaitForGivesTheFirstValueThatMatchesOrNullAtTheEnd) {
+    any_runtime rt(GetParam());
+    int r = 0;
+    within(120s, "watch wait_for", [&] { r = rt->block_on(wait_for_body()); });
+    EXPECT_EQ(r, 141);
+}
+
+TEST(SyncWatch, SendIfModifiedStoresOnlyWhatChanged) {
+    auto [tx, rx] = aspen::watch_channel<std::string>("a");
+    EXPECT_FALSE(tx.send_if_modified([](std::string& v) { return v == "b"; }));
+    EXPECT_FALSE(rx.has_changed());
+    EXPECT_TRUE(tx.send_if_modified([](std::string& v) {
+        v += "b";
+        return true;
+    }));
+    EXPECT_TRUE(rx.has_changed());
+    EXPECT_EQ(*rx.borrow_and_update(), "ab");
+    EXPECT_THROW(tx.send_modify([](std::string&) { throw std::runtime_error("no"); }), std::runtime_error);
+    EXPECT_FALSE(rx.has_changed());  // nothing stored
+    {
+        aspen::watch_receiver<std::string> gone = std::move(rx);
+    }
+    tx.send_modify([](std::string& v) { v = "stored without receivers"; });
+    EXPECT_EQ(*tx.borrow(), "stored without receivers");
 }
 
 INSTANTIATE_TEST_SUITE_P(Runtimes, SyncWatch, aspen_test::runtime_kinds, aspen_test::kind_name);

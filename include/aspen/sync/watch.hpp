@@ -11,6 +11,9 @@
 //   }
 //   std::optional<config> back = tx.send(next);        // never waits
 //   if (back) { /* no receiver exists: the value came back, unsent */ }
+//   tx.send_modify([](config& c) { c.level = 3; });    // edit in place, as Tokio's
+//   auto ready = rx.wait_for([](const config& c) { return c.ready; });
+//   std::shared_ptr<const config> v = co_await std::move(ready);  // null: senders gone first
 //
 // Only the latest value is kept: a receiver that is slow sees the newest
 // value, not every value (intermediate values are skipped by design). The
@@ -33,6 +36,15 @@
 // poll whose task never resumed is rolled back), so no change is missed by
 // the next changed(). Values can be skipped (see above), never a change.
 //
+// wait_for(pred) (Tokio's Receiver::wait_for): the first version, the
+// current one included, whose value satisfies pred, marked seen; null when
+// every sender is gone before one does. Cancel-safe as changed() is.
+// send_modify(f) / send_if_modified(f) (Tokio's): f edits a copy of the
+// current value, which is stored as a new version (send_if_modified: only
+// if f returns true; returns whether it did), whether or not a receiver
+// exists. f runs under the channel's lock, so no other send comes between
+// the copy and the store: keep it short and do not touch the channel in it.
+//
 // Coop budget: a changed() that completes spends one unit; with none left
 // the task yields first.
 //
@@ -45,6 +57,7 @@
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/sync/wake_round.hpp>
+#include <aspen/task.hpp>
 #include <aspen/waker.hpp>
 
 #include <cstddef>
@@ -168,6 +181,20 @@ public:
         seen_ = c.version;
         return c.value;
     }
+    // co_await rx.wait_for(pred) -> the first value (current or later)
+    // with pred(value) true, marked seen; null once every sender is gone
+    // without one. Name the task before awaiting it when pred holds objects
+    // with destructors (README, "Compiler caveats").
+    template <class Pred>
+    task<std::shared_ptr<const T>> wait_for(Pred pred) {
+        this->checked("aspen::watch_receiver::wait_for");
+        for (;;) {
+            std::shared_ptr<const T> v = borrow_and_update();
+            if (pred(*v)) co_return v;
+            bool more = co_await changed();
+            if (!more) co_return nullptr;
+        }
+    }
     // True when the channel holds a version this receiver has not seen.
     bool has_changed() const {
         auto& c = this->checked("aspen::watch_receiver::has_changed");
@@ -208,6 +235,29 @@ public:
         auto next = std::make_shared<const T>(std::move(v));  // allocated outside the lock
         std::unique_lock g(c.lock);
         return c.store_locked(std::move(next), g);  // the caller releases the old value
+    }
+    // Edits a copy of the current value with f(T&) and stores it as a new
+    // version, receivers or not (see the top for f's rules).
+    template <class F>
+    void send_modify(F f) {
+        send_if_modified([&](T& v) {
+            f(v);
+            return true;
+        });
+    }
+    // As send_modify, but stores (and wakes the receivers) only if f(T&)
+    // returns true; returns what f returned. Nothing is stored if the copy
+    // or f throws. Both need a copyable T.
+    template <class F>
+    bool send_if_modified(F f) {
+        auto& c = this->checked("aspen::watch_sender::send_if_modified");
+        std::shared_ptr<const T> old;  // released after the lock
+        std::shared_ptr<T> next;       // so is an unused copy
+        std::unique_lock g(c.lock);
+        next = std::make_shared<T>(*c.value);
+        if (!f(*next)) return false;
+        old = c.store_locked(std::move(next), g);
+        return true;
     }
     std::shared_ptr<const T> borrow() const {
         auto& c = this->checked("aspen::watch_sender::borrow");
