@@ -6,6 +6,8 @@
 //   std::optional<int> back = co_await tx.send(1);     // waits while full
 //   if (back) { /* the receiver is gone: the value came back, unsent */ }
 //   std::optional<int> rest = tx.try_send(2);          // never waits
+//   std::optional<aspen::mpsc_permit<int>> room = co_await tx.reserve();
+//   if (room) (void)room->send(3);                     // a reserved room: never waits
 //   while (std::optional<int> v = co_await rx.recv()) { ... }
 //   std::vector<int> batch;
 //   std::size_t n = co_await rx.recv_many(batch, 64);  // one message or more
@@ -143,6 +145,24 @@ struct chan {
             ++reserved;
             wake = std::move(n->waker);
         }
+    }
+
+    // A waiting send or reserve goes away: a room granted to it (never
+    // used) passes to the next waiting sender, else it leaves the line.
+    void abandon_wait_locked(send_node& n, aspen::waker& wake) noexcept {
+        if (n.granted) {
+            --reserved;
+            grant_locked(wake);
+        } else if (n.linked()) {
+            n.unlink();
+        }
+    }
+    // A waiting send or reserve that was not granted a room finds the
+    // channel closed (close() already took it out of the line).
+    bool closed_for_locked(send_node& n) noexcept {
+        if (!closed) return false;
+        if (n.linked()) n.unlink();
+        return true;
     }
 
     // Keeps `w` to be woken after the unlock; a full `wake` is woken now,
@@ -397,12 +417,7 @@ public:
         aspen::waker w;
         {
             std::lock_guard g(c_->lock);
-            if (node_.granted) {
-                --c_->reserved;  // reserved but never used: pass the room on
-                c_->grant_locked(w);
-            } else if (node_.linked()) {
-                node_.unlink();
-            }
+            c_->abandon_wait_locked(node_, w);
         }
         w.wake();
         // value_ (unsent) is destroyed after this, outside the lock.
@@ -448,8 +463,7 @@ private:
                         phase_ = phase::ready;
                         break;
                     }
-                    if (c_->closed) {
-                        if (node_.linked()) node_.unlink();
+                    if (c_->closed_for_locked(node_)) {
                         phase_ = phase::ready;
                         return true;
                     }
@@ -470,10 +484,163 @@ private:
     phase phase_ = phase::init;
 };
 
+// One room of a bounded channel, reserved (Tokio's Permit): send(v) puts v
+// in it without waiting; dropped unused, the room goes to the next waiting
+// sender. Holds the channel, so the sender may go meanwhile. Move-only.
+template <class T>
+class [[nodiscard]] mpsc_permit {
+public:
+    mpsc_permit() noexcept = default;
+    mpsc_permit(mpsc_permit&& other) noexcept : c_(std::move(other.c_)) {}
+    mpsc_permit& operator=(mpsc_permit&& other) noexcept {
+        if (this != &other) {
+            release();
+            c_ = std::move(other.c_);
+        }
+        return *this;
+    }
+    ~mpsc_permit() { release(); }
+
+    // Sends v in the reserved room; nullopt when sent, v back when the
+    // channel closed since the room was reserved. Uses the permit up.
+    std::optional<T> send(T v) {
+        if (!c_) throw std::logic_error("aspen::mpsc_permit::send: the permit is empty (used or moved from)");
+        std::shared_ptr<detail::sync::chan<T>> c = std::move(c_);
+        aspen::waker w;
+        {
+            std::lock_guard g(c->lock);
+            --c->reserved;  // ours: there is room for v now
+            if (c->closed) return std::optional<T>(std::move(v));
+            c->push_locked(std::move(v), w);
+        }
+        w.wake();
+        return std::nullopt;
+    }
+    bool valid() const noexcept { return c_ != nullptr; }
+
+private:
+    template <class>
+    friend class mpsc_reserve_awaitable;
+    template <class>
+    friend class mpsc_sender;
+    explicit mpsc_permit(std::shared_ptr<detail::sync::chan<T>> c) noexcept : c_(std::move(c)) {}
+
+    // Unused: the room goes to the first waiting sender.
+    void release() noexcept {
+        if (!c_) return;
+        std::shared_ptr<detail::sync::chan<T>> c = std::move(c_);
+        aspen::waker w;
+        {
+            std::lock_guard g(c->lock);
+            --c->reserved;
+            c->grant_locked(w);
+        }
+        w.wake();
+    }
+
+    std::shared_ptr<detail::sync::chan<T>> c_;
+};
+
+// What mpsc_sender::reserve() returns; `co_await` it for
+// std::optional<mpsc_permit<T>>: a permit once a room is free (in line with
+// the waiting sends), nullopt when the channel is closed.
+template <class T>
+class [[nodiscard]] mpsc_reserve_awaitable : public detail::sync::leaf_awaitable<mpsc_reserve_awaitable<T>> {
+public:
+    static constexpr const char* awaited_what = "aspen::mpsc_sender::reserve";
+
+    explicit mpsc_reserve_awaitable(std::shared_ptr<detail::sync::chan<T>> c) noexcept : c_(std::move(c)) {}
+    mpsc_reserve_awaitable(mpsc_reserve_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
+    ~mpsc_reserve_awaitable() {
+        if (phase_ == phase::ready && got_) {
+            mpsc_permit<T> unused(std::move(c_));  // reserved, never handed out: passed on
+            return;
+        }
+        if (phase_ != phase::waiting) return;
+        aspen::waker w;
+        {
+            std::lock_guard g(c_->lock);
+            c_->abandon_wait_locked(node_, w);
+        }
+        w.wake();
+    }
+    std::optional<mpsc_permit<T>> await_resume() {
+        this->rethrow_if_error();
+        phase_ = phase::done;
+        if (!got_) return std::nullopt;
+        return mpsc_permit<T>(std::move(c_));
+    }
+
+private:
+    friend class detail::sync::leaf_awaitable<mpsc_reserve_awaitable>;
+    enum class phase : unsigned char { init, waiting, ready, done };  // owner-only
+
+    bool poll(aspen::context& cx) {
+        std::lock_guard g(c_->lock);
+        switch (phase_) {
+            case phase::init:
+                if (!c_->closed && c_->send_waiters.empty() && c_->has_room_locked()) {
+                    ++c_->reserved;
+                    got_ = true;
+                }
+                if (got_ || c_->closed) {
+                    phase_ = phase::ready;
+                    return true;
+                }
+                node_.waker = cx.waker();
+                c_->send_waiters.push_back(&node_);
+                phase_ = phase::waiting;
+                return false;
+            case phase::waiting:
+                if (node_.granted) {  // the room stays reserved, now the permit's
+                    node_.granted = false;
+                    got_ = true;
+                    phase_ = phase::ready;
+                    return true;
+                }
+                if (c_->closed_for_locked(node_)) {
+                    phase_ = phase::ready;
+                    return true;
+                }
+                detail::sync::store_waker(node_.waker, cx);
+                return false;
+            case phase::ready:
+            case phase::done:
+                break;
+        }
+        throw std::logic_error("aspen::mpsc_sender::reserve: the awaitable was already awaited");
+    }
+
+    std::shared_ptr<detail::sync::chan<T>> c_;
+    detail::sync::send_node node_;
+    phase phase_ = phase::init;
+    bool got_ = false;  // a room is reserved for us (owner-only)
+};
+
 template <class T>
 class mpsc_sender : public detail::sync::sender_base<T> {
 public:
     mpsc_sender() noexcept = default;
+
+    // co_await tx.reserve() -> std::optional<mpsc_permit<T>>: waits, in line
+    // with the waiting sends, for a room and keeps it for a later
+    // permit.send(v), which never waits (Tokio's Sender::reserve: decide
+    // what to send once there is room, or hold the room across a select);
+    // nullopt on a closed channel. Cancel-safe: an aborted reserve takes
+    // no room.
+    mpsc_reserve_awaitable<T> reserve() {
+        this->checked("aspen::mpsc_sender::reserve");
+        return mpsc_reserve_awaitable<T>(this->c_);
+    }
+    // A room now, if one is free and nobody is waiting; else nullopt
+    // (is_closed() tells full from closed).
+    std::optional<mpsc_permit<T>> try_reserve() {
+        auto& c = this->checked("aspen::mpsc_sender::try_reserve");
+        std::lock_guard g(c.lock);
+        if (c.closed || !c.send_waiters.empty() || !c.has_room_locked()) return std::nullopt;
+        ++c.reserved;
+        return mpsc_permit<T>(this->c_);
+    }
 
     // co_await tx.send(v) -> std::optional<T> (nullopt: sent).
     mpsc_send_awaitable<T> send(T v) {
