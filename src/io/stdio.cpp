@@ -23,14 +23,17 @@
 namespace aspen::io {
 
 namespace detail {
+// A failure on fd: errno, naming op and the fd.
+[[noreturn]] void fail_fd(int err, const char* op, int fd) {
+    throw std::system_error(err, std::generic_category(), std::string(op) + " (fd " + std::to_string(fd) + ")");
+}
+
 struct stdio_state : aspen::detail::pool_fd {
     explicit stdio_state(int f) noexcept : pool_fd(f, false) {}
 
-    // What a failed call throws: errno, naming op and the fd.
+    // What a failed call throws (fail_fd).
     auto failing(const char* op) const {
-        return [fd = fd, op](int err) -> void {
-            throw std::system_error(err, std::generic_category(), std::string(op) + " (fd " + std::to_string(fd) + ")");
-        };
+        return [fd = fd, op](int err) -> void { fail_fd(err, op, fd); };
     }
 
     // Read side, touched only under the busy lock: bytes read from the fd
@@ -72,8 +75,7 @@ state_ptr require(const state_ptr& s, const char* what) {
 
 // A borrowed fd's state; EBADF (naming `what`) if fd is not open.
 state_ptr borrowed(int fd, const char* what) {
-    if (::fcntl(fd, F_GETFD) < 0)
-        throw std::system_error(errno, std::generic_category(), std::string(what) + " (fd " + std::to_string(fd) + ")");
+    if (::fcntl(fd, F_GETFD) < 0) detail::fail_fd(errno, what, fd);
     return std::make_shared<detail::stdio_state>(fd);
 }
 
