@@ -19,11 +19,11 @@ namespace {
 }  // namespace
 
 runtime_handle runtime_handle::current() {
-    detail::scheduler* s = detail::tls().sched;
-    if (!s)
-        throw std::logic_error(
-            "aspen::runtime_handle::current: called outside a runtime's task or worker thread; pass a handle in");
-    return runtime_handle(s->link());
+    if (detail::scheduler* s = detail::tls().sched) return runtime_handle(s->link());
+    if (auto owner = detail::blocking_thread_owner()) return runtime_handle(std::move(owner));
+    throw std::logic_error(
+        "aspen::runtime_handle::current: called outside a runtime's task, worker thread or spawn_blocking "
+        "function; pass a handle in");
 }
 
 detail::pinned_scheduler runtime_handle::pin(const char* what) const {

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <latch>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -144,6 +146,55 @@ TEST_P(RuntimeHandle, SpawnBlockingFromPlainThread) {
     EXPECT_EQ(rt->block_on(await_handle(std::move(j))), 7);
 }
 
+// As Tokio's Handle::current inside spawn_blocking: the function reaches
+// the runtime that runs it, to spawn onto it and, on a multi-threaded
+// runtime, to block_on (a current_thread runtime is driven by the task that
+// waits for the function, so there block_on from another thread throws).
+aspen::task<int> reach_runtime_from_blocking(bool block_on) {
+    aspen::join_handle<aspen::join_handle<int>> outer = aspen::spawn_blocking([block_on] {
+        aspen::runtime_handle h = aspen::runtime_handle::current();
+        if (block_on && h.block_on(answer()) != 42) throw std::runtime_error("block_on gave a wrong value");
+        return h.spawn(answer());
+    });
+    aspen::join_handle<int> inner = co_await outer;
+    co_return co_await inner;
+}
+
+TEST_P(RuntimeHandle, CurrentInsideSpawnBlocking) {
+    bool block_on = GetParam() != 0;
+    EXPECT_EQ(aspen_test::run_on(GetParam(), reach_runtime_from_blocking(block_on), "current() in spawn_blocking"), 42);
+}
+
+// A blocking function that outlives its runtime (left behind by
+// shutdown_timeout) still gets a handle, whose calls are refused.
+TEST_P(RuntimeHandle, CurrentInsideSpawnBlockingAfterRuntimeIsGone) {
+    struct shared {
+        std::latch started{1}, release{1}, done{1};
+        std::atomic<int> refused{0};
+    };
+    auto st = std::make_shared<shared>();
+    {
+        any_runtime rt(GetParam());
+        auto j = rt->handle().spawn_blocking([st] {
+            st->started.count_down();
+            st->release.wait();
+            aspen::runtime_handle h = aspen::runtime_handle::current();
+            try {
+                (void)h.spawn(answer());
+            } catch (const aspen::runtime_shut_down&) {
+                st->refused.fetch_add(1);
+            }
+            st->done.count_down();
+        });
+        j.detach();
+        st->started.wait();  // else shutdown cancels it unstarted
+        EXPECT_EQ(rt->shutdown_timeout(std::chrono::milliseconds(0)), 1u);
+    }
+    st->release.count_down();
+    aspen_test::within(std::chrono::seconds(60), "the left-behind function", [&] { st->done.wait(); });
+    EXPECT_EQ(st->refused.load(), 1);
+}
+
 // Every call through h throws runtime_shut_down; a task given is destroyed
 // without running, its destructors run once.
 void expect_refused(const aspen::runtime_handle& h) {
@@ -249,10 +300,20 @@ TEST(RuntimeHandleMisuse, CurrentOutsideTaskThrows) {
     } catch (const std::logic_error& e) {
         EXPECT_NE(std::string(e.what()).find("aspen::runtime_handle::current"), std::string::npos) << e.what();
     }
-    // Not a task either: a spawn_blocking function.
+    // A plain thread started from a task does not inherit the runtime.
     aspen::runtime rt(aspen_test::workers(1));
-    auto j = rt.spawn_blocking([] { (void)aspen::runtime_handle::current(); });
-    EXPECT_THROW(rt.block_on(await_handle(std::move(j))), std::logic_error);
+    auto j = rt.spawn_blocking([] {
+        bool threw = false;
+        std::thread([&] {
+            try {
+                (void)aspen::runtime_handle::current();
+            } catch (const std::logic_error&) {
+                threw = true;
+            }
+        }).join();
+        return threw;
+    });
+    EXPECT_TRUE(rt.block_on(await_handle(std::move(j))));
 }
 
 TEST(RuntimeHandleMisuse, EmptyHandleThrowsAndDestroysTask) {

@@ -72,8 +72,9 @@ public:
     runtime_handle() noexcept = default;
 
     // The runtime running the calling task (or whose worker / block_on
-    // thread this is). Throws std::logic_error elsewhere, including on a
-    // spawn_blocking thread (capture a handle for those).
+    // thread this is, or whose spawn_blocking function calls it, as Tokio's
+    // Handle::current). Throws std::logic_error elsewhere (a plain thread:
+    // pass a handle in).
     static runtime_handle current();
 
     bool valid() const noexcept { return static_cast<bool>(link_); }

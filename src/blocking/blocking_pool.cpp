@@ -13,6 +13,9 @@ namespace aspen::detail {
 
 namespace {
 std::atomic<std::size_t> threads_alive{0};
+// This pool thread's state's owner (null elsewhere); the thread's reference
+// on the state keeps it alive.
+thread_local const std::shared_ptr<runtime_link>* pool_owner = nullptr;
 }  // namespace
 
 std::size_t blocking_threads_alive() noexcept {
@@ -39,6 +42,9 @@ struct blocking_pool::state {
     // thread a shutdown_timeout left behind never calls into a dead runtime.
     void (*on_drained)(void*) noexcept = nullptr;
     void* drained_ctx = nullptr;
+    // Written before the first thread starts, then only read. The state
+    // outlives the runtime as long as a thread holds it, and the link with it.
+    std::shared_ptr<runtime_link> owner;
 
     void push(blocking_job* j) noexcept {
         j->next = nullptr;
@@ -94,6 +100,7 @@ bool wait_for_work(state& s, std::unique_lock<std::mutex>& g) {
 void thread_main(std::shared_ptr<state> sp) {
     pthread_setname_np(pthread_self(), "aspen-blocking");
     state& s = *sp;
+    pool_owner = &s.owner;
     std::unique_lock g(s.m);
     for (;;) {
         while (blocking_job* j = s.pop()) {
@@ -106,6 +113,7 @@ void thread_main(std::shared_ptr<state> sp) {
     }
     if (--s.threads == 0) s.exited.notify_all();
     g.unlock();
+    pool_owner = nullptr;
     sp.reset();
     // release: a test that sees the count drop sees this thread done with the state.
     threads_alive.fetch_sub(1, std::memory_order_release);
@@ -148,6 +156,13 @@ bool blocking_pool::submit(blocking_job* j) {
     }
     return true;
 }
+
+void blocking_pool::set_owner(std::shared_ptr<runtime_link> owner) {
+    std::lock_guard g(s_->m);
+    s_->owner = std::move(owner);
+}
+
+std::shared_ptr<runtime_link> blocking_thread_owner() { return pool_owner ? *pool_owner : nullptr; }
 
 bool blocking_pool::idle() const {
     std::lock_guard g(s_->m);

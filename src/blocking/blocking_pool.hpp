@@ -30,6 +30,8 @@
 
 namespace aspen::detail {
 
+class runtime_link;  // scheduler/scheduler.hpp
+
 class blocking_pool {
 public:
     blocking_pool(std::size_t max_threads, std::chrono::nanoseconds keep_alive);
@@ -47,6 +49,10 @@ public:
     // fn(ctx) runs (on a pool thread, under the pool's lock: keep it short)
     // each time the last job in flight finishes, until shutdown.
     void on_drained(void (*fn)(void*) noexcept, void* ctx);
+    // The runtime the pool works for, which runtime_handle::current() gives
+    // on its threads (as Tokio's Handle::current inside spawn_blocking). Set
+    // once, before the first submit.
+    void set_owner(std::shared_ptr<runtime_link> owner);
 
     // Cancels the queued jobs and waits for the running ones: for ever
     // without a timeout, else at most `timeout`. Returns how many were still
@@ -64,5 +70,8 @@ private:
 // until its last instruction touching pool state): lets tests wait until
 // the threads a shutdown_timeout left behind are gone.
 std::size_t blocking_threads_alive() noexcept;
+
+// On a pool thread, its pool's owner; elsewhere null.
+std::shared_ptr<runtime_link> blocking_thread_owner();
 
 }  // namespace aspen::detail

@@ -691,6 +691,7 @@ scheduler::scheduler(const config& cfg, std::size_t registry_shards)
       on_park_(cfg.on_thread_park),
       on_unpark_(cfg.on_thread_unpark),
       link_(std::make_shared<runtime_link>(this)) {
+    blocking_.set_owner(link_);
     if (cfg.start_paused) driver_.pause();
     // A parked worker skips the paused clock's jump while blocking functions
     // run; when the last one ends, it must look again.
