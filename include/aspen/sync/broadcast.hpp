@@ -46,6 +46,7 @@
 #pragma once
 
 #include <aspen/detail/spin_mutex.hpp>
+#include <aspen/detail/thread_parker.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/sync/wake_round.hpp>
@@ -228,6 +229,14 @@ public:
     // co_await rx.recv() -> broadcast_result<T>.
     broadcast_recv_awaitable<T> recv() {
         return broadcast_recv_awaitable<T>(&checked("aspen::broadcast_receiver::recv"), &next_);
+    }
+
+    // For code outside the runtime, as Tokio's blocking_recv: recv()
+    // sleeping this thread until a value (or a lag, or the end) is there.
+    // From a plain thread or a spawn_blocking function; on a runtime's
+    // thread it throws std::logic_error (it would block the worker).
+    broadcast_result<T> blocking_recv() {
+        return detail::wait_on_this_thread("aspen::broadcast_receiver::blocking_recv", recv());
     }
 
     // What recv would give right now, or status empty.

@@ -14,6 +14,10 @@
 //   // nullopt: every sender is gone (or rx.close() was called) and the
 //   // buffer is drained: end of stream.
 //
+//   // From a plain thread or a spawn_blocking function (never in a task):
+//   std::optional<int> back3 = tx.blocking_send(4);    // sleeps while full
+//   std::optional<int> got = rx.blocking_recv();       // sleeps while empty
+//
 //   auto [utx, urx] = aspen::unbounded_channel<int>();
 //   std::optional<int> back2 = utx.send(3);            // never waits; not an await
 //
@@ -75,6 +79,7 @@
 #pragma once
 
 #include <aspen/detail/spin_mutex.hpp>
+#include <aspen/detail/thread_parker.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/task.hpp>
@@ -647,6 +652,15 @@ public:
         return mpsc_send_awaitable<T>(&this->checked("aspen::mpsc_sender::send"), std::move(v));
     }
 
+    // For code outside the runtime, as Tokio's blocking_send: sends as
+    // `co_await send(v)` does, sleeping this thread while the channel is
+    // full. nullopt: sent; on a closed channel the value comes back. From a
+    // plain thread or a spawn_blocking function; on a runtime's thread it
+    // throws std::logic_error (it would block the worker).
+    [[nodiscard]] std::optional<T> blocking_send(T v) {
+        return detail::wait_on_this_thread("aspen::mpsc_sender::blocking_send", send(std::move(v)));
+    }
+
     // Sends if there is room now and no sender is waiting; otherwise gives
     // the value back (is_closed() tells full from closed).
     [[nodiscard]] std::optional<T> try_send(T v) {
@@ -782,15 +796,19 @@ public:
         if (limit == 0) co_return 0;
         std::optional<T> first = co_await recv();
         if (!first) co_return 0;
-        out.push_back(std::move(*first));
-        std::size_t n = 1;
-        while (n < limit) {
-            std::optional<T> more = try_recv();
-            if (!more) break;
-            out.push_back(std::move(*more));
-            ++n;
-        }
-        co_return n;
+        co_return append_buffered(out, std::move(*first), limit);
+    }
+
+    // For code outside the runtime, as Tokio's blocking_recv and
+    // blocking_recv_many: recv() and recv_many() sleeping this thread while
+    // the channel is empty. From a plain thread or a spawn_blocking
+    // function; on a runtime's thread they throw std::logic_error.
+    std::optional<T> blocking_recv() { return detail::wait_on_this_thread("aspen::mpsc_receiver::blocking_recv", recv()); }
+    std::size_t blocking_recv_many(std::vector<T>& out, std::size_t limit) {
+        if (limit == 0) return 0;
+        std::optional<T> first =
+            detail::wait_on_this_thread("aspen::mpsc_receiver::blocking_recv_many", recv());
+        return first ? append_buffered(out, std::move(*first), limit) : 0;
     }
 
     // The next message if one is buffered now.
@@ -839,6 +857,19 @@ private:
     detail::sync::chan<T>& checked(const char* what) const {
         if (!c_) throw std::logic_error(std::string(what) + ": the receiver is empty (moved-from)");
         return *c_;
+    }
+    // recv_many's rest: `first`, then what is buffered behind it, up to
+    // `limit` in all. Returns how many.
+    std::size_t append_buffered(std::vector<T>& out, T first, std::size_t limit) {
+        out.push_back(std::move(first));
+        std::size_t n = 1;
+        while (n < limit) {
+            std::optional<T> more = try_recv();
+            if (!more) break;
+            out.push_back(std::move(*more));
+            ++n;
+        }
+        return n;
     }
     void drop() noexcept {
         if (c_) {

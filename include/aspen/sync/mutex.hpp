@@ -26,6 +26,7 @@
 #pragma once
 
 #include <aspen/detail/spin_mutex.hpp>
+#include <aspen/detail/thread_parker.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/waker.hpp>
@@ -106,6 +107,11 @@ public:
 
     // co_await m.lock() -> mutex_guard.
     mutex_lock_awaitable lock() noexcept { return mutex_lock_awaitable(this); }
+    // For code outside the runtime, as Tokio's blocking_lock: lock()
+    // sleeping this thread until the lock is its turn (in the same FIFO as
+    // the tasks). From a plain thread or a spawn_blocking function; on a
+    // runtime's thread it throws std::logic_error (it would block the worker).
+    mutex_guard blocking_lock() { return detail::wait_on_this_thread("aspen::mutex::blocking_lock", lock()); }
 
     // The guard if the mutex was free and nobody is queued, else nullopt.
     std::optional<mutex_guard> try_lock() {

@@ -34,6 +34,7 @@
 #pragma once
 
 #include <aspen/detail/spin_mutex.hpp>
+#include <aspen/detail/thread_parker.hpp>
 #include <aspen/poll.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/waker.hpp>
@@ -225,6 +226,14 @@ public:
 
     awaitable operator co_await() & noexcept { return awaitable(this); }
     awaitable operator co_await() && noexcept { return awaitable(this); }
+
+    // For code outside the runtime, as Tokio's blocking_recv: `co_await rx`
+    // sleeping this thread until the value is sent or the sender is gone.
+    // From a plain thread or a spawn_blocking function; on a runtime's
+    // thread it throws std::logic_error (it would block the worker).
+    std::optional<T> blocking_recv() {
+        return detail::wait_on_this_thread("aspen::oneshot_receiver::blocking_recv", awaitable(this));
+    }
 
     bool valid() const noexcept { return state_ != nullptr; }
 

@@ -27,6 +27,7 @@
 // twice throws std::logic_error.
 #pragma once
 
+#include <aspen/detail/thread_parker.hpp>
 #include <aspen/sync/semaphore.hpp>
 
 #include <coroutine>
@@ -90,6 +91,20 @@ public:
     detail::sync::shared_mutex_awaitable<shared_mutex_write_guard> lock() noexcept { return {sem_, max_readers}; }
     // co_await m.lock_shared() -> shared_mutex_read_guard.
     detail::sync::shared_mutex_awaitable<shared_mutex_read_guard> lock_shared() noexcept { return {sem_, 1}; }
+
+    // For code outside the runtime, as Tokio's RwLock::blocking_write and
+    // blocking_read: lock() and lock_shared() sleeping this thread until the
+    // lock is its turn (the same FIFO as the tasks). From a plain thread or a
+    // spawn_blocking function; on a runtime's thread they throw
+    // std::logic_error (it would block the worker).
+    shared_mutex_write_guard blocking_lock() {
+        return shared_mutex_write_guard(
+            detail::wait_on_this_thread("aspen::shared_mutex::blocking_lock", sem_.acquire(max_readers)));
+    }
+    shared_mutex_read_guard blocking_lock_shared() {
+        return shared_mutex_read_guard(
+            detail::wait_on_this_thread("aspen::shared_mutex::blocking_lock_shared", sem_.acquire(1)));
+    }
 
     std::optional<shared_mutex_write_guard> try_lock() { return try_take<shared_mutex_write_guard>(max_readers); }
     std::optional<shared_mutex_read_guard> try_lock_shared() { return try_take<shared_mutex_read_guard>(1); }
