@@ -1267,6 +1267,18 @@ struct consumer {
     std::atomic<int> pendings{0};  // polls that returned pending
 };
 
+// Counts a received message; false for one that was never sent.
+bool record(consumer& c, void* m) {
+    size_t id = id_of(m);
+    if (id >= c.seen.size()) return false;
+    ++c.seen[id];
+    size_t who = id / per_producer;
+    if (id % per_producer != c.last[who]) c.in_order = false;
+    c.last[who] = id % per_producer + 1;
+    ++c.received;
+    return true;
+}
+
 aspen_status consumer_poll(void* d, aspen_context* cx) {
     auto* c = static_cast<consumer*>(d);
     for (;;) {
@@ -1276,13 +1288,7 @@ aspen_status consumer_poll(void* d, aspen_context* cx) {
         // release: a test thread's acquire sees the receive waiting.
         if (st == ASPEN_PENDING) c->pendings.fetch_add(1, std::memory_order_release);
         if (st != ASPEN_READY) return st;
-        size_t id = id_of(m);
-        if (id >= c->seen.size()) return ASPEN_ERROR;
-        ++c->seen[id];
-        size_t who = id / per_producer;
-        if (id % per_producer != c->last[who]) c->in_order = false;
-        c->last[who] = id % per_producer + 1;
-        ++c->received;
+        if (!record(*c, m)) return ASPEN_ERROR;
     }
 }
 
@@ -1311,6 +1317,22 @@ protected:
         EXPECT_EQ(aspen_spawn(rt, consumer_poll, &c, drop_consumer, &cj), ASPEN_OK);
         return tx;
     }
+    // C producer tasks, each with a clone of tx, send their ids; tx is freed
+    // (the producers hold the only senders) and every producer joined.
+    void run_producer_tasks(aspen_sender* tx) {
+        producer ps[producers];
+        aspen_join* pj[producers];
+        for (size_t i = 0; i < producers; ++i) {
+            ps[i].first = i * per_producer;
+            ASSERT_EQ(aspen_sender_clone(tx, &ps[i].tx), ASPEN_OK);
+            ASSERT_EQ(aspen_spawn(rt, producer_poll, &ps[i], drop_producer, &pj[i]), ASPEN_OK);
+        }
+        aspen_sender_free(tx);
+        for (aspen_join* j : pj) {
+            EXPECT_EQ(aspen_join_wait(j), ASPEN_OK) << aspen_last_error();
+            aspen_join_free(j);
+        }
+    }
     aspen_runtime* rt = nullptr;
 };
 
@@ -1319,51 +1341,72 @@ TEST_P(capi_channel, ProducerTasksAndAConsumerTaskCountEveryMessageOnce) {
     aspen_join* cj = nullptr;
     aspen_sender* tx = start_consumer(c, cj);
     ASSERT_NE(tx, nullptr);
-    producer ps[producers];
-    aspen_join* pj[producers];
-    for (size_t i = 0; i < producers; ++i) {
-        ps[i].first = i * per_producer;
-        ASSERT_EQ(aspen_sender_clone(tx, &ps[i].tx), ASPEN_OK);
-        ASSERT_EQ(aspen_spawn(rt, producer_poll, &ps[i], drop_producer, &pj[i]), ASPEN_OK);
-    }
-    aspen_sender_free(tx);  // the producers hold the only senders now
-    for (aspen_join* j : pj) {
-        EXPECT_EQ(aspen_join_wait(j), ASPEN_OK) << aspen_last_error();
-        aspen_join_free(j);
-    }
+    run_producer_tasks(tx);
     EXPECT_EQ(aspen_join_wait(cj), ASPEN_OK) << aspen_last_error();
     aspen_join_free(cj);
     expect_each_once(c);
 }
 
-TEST_P(capi_channel, ForeignThreadsTrySendToAConsumerTask) {
+// Foreign threads send with aspen_try_send (yielding while the channel is
+// full) or aspen_blocking_send (sleeping while it is); a C task receives.
+void foreign_producers_to_consumer_task(aspen_runtime* rt, size_t capacity, bool blocking) {
     consumer c;
     aspen_join* cj = nullptr;
-    aspen_sender* tx = start_consumer(c, cj);
-    ASSERT_NE(tx, nullptr);
+    aspen_sender* tx = nullptr;
+    ASSERT_EQ(aspen_channel_new(capacity, nullptr, &tx, &c.rx), ASPEN_OK);
+    ASSERT_EQ(aspen_spawn(rt, consumer_poll, &c, drop_consumer, &cj), ASPEN_OK);
     std::vector<std::thread> threads;
     for (size_t i = 0; i < producers; ++i) {
         aspen_sender* mine = nullptr;
         ASSERT_EQ(aspen_sender_clone(tx, &mine), ASPEN_OK);
-        threads.emplace_back([mine, i] {
+        threads.emplace_back([mine, i, blocking] {
             for (size_t k = 0; k < per_producer;) {
-                aspen_status st = aspen_try_send(mine, msg_of(i * per_producer + k));
+                void* m = msg_of(i * per_producer + k);
+                aspen_status st = blocking ? aspen_blocking_send(mine, m) : aspen_try_send(mine, m);
                 if (st == ASPEN_OK) ++k;
-                else if (st == ASPEN_WOULD_BLOCK) std::this_thread::yield();  // full: the consumer drains it
-                else ADD_FAILURE() << aspen_status_name(st);
+                else if (st == ASPEN_WOULD_BLOCK && !blocking) std::this_thread::yield();  // full: the consumer drains it
+                else {
+                    ADD_FAILURE() << aspen_status_name(st) << ": " << aspen_last_error();
+                    break;
+                }
             }
             aspen_sender_free(mine);
         });
     }
     aspen_sender_free(tx);
-    if (std::get<0>(GetParam()) == 0) {
-        EXPECT_EQ(aspen_join_wait(cj), ASPEN_OK);  // a current-thread runtime runs only in here
-        for (auto& t : threads) t.join();
-    } else {
-        for (auto& t : threads) t.join();
-        EXPECT_EQ(aspen_join_wait(cj), ASPEN_OK);
-    }
+    // The consumer ends when every thread freed its sender; a current-thread
+    // runtime runs it only in here.
+    EXPECT_EQ(aspen_join_wait(cj), ASPEN_OK);
+    for (auto& t : threads) t.join();
     aspen_join_free(cj);
+    expect_each_once(c);
+}
+
+TEST_P(capi_channel, ForeignThreadsTrySendToAConsumerTask) {
+    foreign_producers_to_consumer_task(rt, capacity(), false);
+}
+
+TEST_P(capi_channel, ForeignThreadsBlockingSendToAConsumerTask) {
+    foreign_producers_to_consumer_task(rt, capacity(), true);
+}
+
+// C producer tasks; a foreign thread receives with aspen_blocking_recv
+// until the end of the stream.
+TEST_P(capi_channel, ForeignThreadBlockingRecvFromProducerTasks) {
+    consumer c;
+    aspen_sender* tx = nullptr;
+    ASSERT_EQ(aspen_channel_new(capacity(), nullptr, &tx, &c.rx), ASPEN_OK);
+    aspen_status last = ASPEN_OK;
+    bool all_known = true;
+    std::thread drain([&] {
+        void* m = nullptr;
+        while ((last = aspen_blocking_recv(c.rx, &m)) == ASPEN_OK) all_known = record(c, m) && all_known;
+    });
+    run_producer_tasks(tx);
+    drain.join();
+    EXPECT_EQ(last, ASPEN_CLOSED);
+    EXPECT_TRUE(all_known);
+    aspen_receiver_free(c.rx);
     expect_each_once(c);
 }
 
@@ -1545,6 +1588,64 @@ TEST_P(capi, ASendPolledWithAnotherMessageIsMisuse) {
     aspen_receiver_free(rx);
 }
 
+// Inside a C task the blocking calls would stop the worker: ASPEN_MISUSE,
+// and nothing is taken or sent.
+struct blocking_in_task {
+    aspen_sender* tx = nullptr;
+    aspen_receiver* rx = nullptr;
+    aspen_status send_st = ASPEN_OK, recv_st = ASPEN_OK;
+    std::string send_error, recv_error;
+};
+
+aspen_status blocking_in_task_poll(void* d, aspen_context*) {
+    auto* b = static_cast<blocking_in_task*>(d);
+    void* m = nullptr;
+    b->recv_st = aspen_blocking_recv(b->rx, &m);
+    b->recv_error = aspen_last_error();
+    b->send_st = aspen_blocking_send(b->tx, msg_of(7));
+    b->send_error = aspen_last_error();
+    return ASPEN_READY;
+}
+
+void drop_blocking_in_task(void*) {}
+
+TEST_P(capi, ChannelBlockingCallsInsideATaskAreMisuse) {
+    for (size_t capacity : {size_t{4}, size_t{0}}) {
+        blocking_in_task b;
+        ASSERT_EQ(aspen_channel_new(capacity, nullptr, &b.tx, &b.rx), ASPEN_OK);
+        ASSERT_EQ(aspen_try_send(b.tx, msg_of(1)), ASPEN_OK);
+        aspen_join* j = nullptr;
+        ASSERT_EQ(aspen_spawn(rt, blocking_in_task_poll, &b, drop_blocking_in_task, &j), ASPEN_OK);
+        EXPECT_EQ(aspen_join_wait(j), ASPEN_OK);
+        aspen_join_free(j);
+        EXPECT_EQ(b.recv_st, ASPEN_MISUSE);
+        EXPECT_NE(b.recv_error.find("aspen_blocking_recv"), std::string::npos) << b.recv_error;
+        EXPECT_EQ(b.send_st, ASPEN_MISUSE);
+        EXPECT_NE(b.send_error.find("aspen_blocking_send"), std::string::npos) << b.send_error;
+        void* m = nullptr;
+        EXPECT_EQ(aspen_try_recv(b.rx, &m), ASPEN_OK);
+        EXPECT_EQ(m, msg_of(1));
+        EXPECT_EQ(aspen_try_recv(b.rx, &m), ASPEN_WOULD_BLOCK);  // 7 was not sent
+        aspen_sender_free(b.tx);
+        aspen_receiver_free(b.rx);
+    }
+}
+
+TEST(capi_channel_ends, BlockingCallsOnAClosedChannel) {
+    aspen_sender* tx = nullptr;
+    aspen_receiver* rx = nullptr;
+    ASSERT_EQ(aspen_channel_new(1, nullptr, &tx, &rx), ASPEN_OK);
+    EXPECT_EQ(aspen_blocking_send(tx, msg_of(1)), ASPEN_OK);
+    ASSERT_EQ(aspen_receiver_close(rx), ASPEN_OK);
+    EXPECT_EQ(aspen_blocking_send(tx, msg_of(2)), ASPEN_CLOSED);  // still ours
+    void* m = nullptr;
+    EXPECT_EQ(aspen_blocking_recv(rx, &m), ASPEN_OK);
+    EXPECT_EQ(m, msg_of(1));
+    EXPECT_EQ(aspen_blocking_recv(rx, &m), ASPEN_CLOSED);
+    aspen_sender_free(tx);
+    aspen_receiver_free(rx);
+}
+
 TEST(capi_misuse, ChannelArguments) {
     aspen_sender* tx = nullptr;
     aspen_receiver* rx = nullptr;
@@ -1565,6 +1666,9 @@ TEST(capi_misuse, ChannelArguments) {
     EXPECT_EQ(aspen_recv_poll(rx, nullptr, &m), ASPEN_EINVAL);
     EXPECT_EQ(aspen_try_recv(nullptr, &m), ASPEN_EINVAL);
     EXPECT_EQ(aspen_try_recv(rx, nullptr), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_blocking_send(nullptr, msg_of(0)), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_blocking_recv(nullptr, &m), ASPEN_EINVAL);
+    EXPECT_EQ(aspen_blocking_recv(rx, nullptr), ASPEN_EINVAL);
     EXPECT_NE(std::strstr(aspen_last_error(), "NULL"), nullptr) << aspen_last_error();
     aspen_sender_free(tx);
     aspen_receiver_free(rx);

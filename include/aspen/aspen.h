@@ -329,6 +329,15 @@ aspen_status aspen_try_send(aspen_sender* tx, void* msg);
  * channel that yield is the only pending. */
 aspen_status aspen_send_poll(aspen_sender* tx, void* msg, aspen_context* cx);
 
+/* For a thread outside the runtime (a foreign thread, or an
+ * aspen_spawn_blocking function), as aspen::mpsc_sender::blocking_send:
+ * sends, sleeping the thread while the channel is full. ASPEN_OK (the
+ * message is the channel's) or ASPEN_CLOSED (the receiver is gone or
+ * closed the channel; the message is still the caller's). On a runtime's
+ * thread, or while a send polled by a task is pending on tx: ASPEN_MISUSE,
+ * nothing sent. */
+aspen_status aspen_blocking_send(aspen_sender* tx, void* msg);
+
 /* Frees this sender (a pending send is given up; its message stays the
  * caller's). The last one ends the stream. */
 void aspen_sender_free(aspen_sender* tx);
@@ -345,6 +354,13 @@ aspen_status aspen_recv_poll(aspen_receiver* rx, aspen_context* cx, void** out);
  * ASPEN_WOULD_BLOCK (empty, senders left, not closed) or ASPEN_CLOSED (end
  * of stream). Needs no task; spends no budget. */
 aspen_status aspen_try_recv(aspen_receiver* rx, void** out);
+
+/* For a thread outside the runtime, as aspen::mpsc_receiver::blocking_recv:
+ * ASPEN_OK with the next message in *out (now the caller's), sleeping the
+ * thread while the channel is empty, or ASPEN_CLOSED at the end of the
+ * stream. On a runtime's thread, or while a receive polled by a task is
+ * pending on rx: ASPEN_MISUSE, nothing taken. Spends no budget. */
+aspen_status aspen_blocking_recv(aspen_receiver* rx, void** out);
 
 /* Closes the channel for sending, as aspen::mpsc_receiver::close: later
  * sends give ASPEN_CLOSED, and senders waiting for room are woken and get

@@ -971,6 +971,19 @@ aspen_status aspen_send_poll(aspen_sender* tx, void* msg, aspen_context* cx) {
     });
 }
 
+aspen_status aspen_blocking_send(aspen_sender* tx, void* msg) {
+    const char* what = "aspen_blocking_send";
+    if (!tx) return null_arg(what, "tx");
+    if (tx->op)
+        return fail(ASPEN_MISUSE, what, "a send polled by a task is pending on this sender; poll it to its end first");
+    return guarded(what, [&] {
+        aspen::detail::check_may_block(what);  // also for an unbounded channel: one rule for both kinds
+        if (tx->unbounded.valid()) return send_now(what, *tx, msg);
+        if (tx->bounded.blocking_send(msg)) return closed_channel(what, refused_send);
+        return ASPEN_OK;
+    });
+}
+
 void aspen_sender_free(aspen_sender* tx) { delete tx; }
 
 aspen_status aspen_recv_poll(aspen_receiver* rx, aspen_context* cx, void** out) {
@@ -1005,6 +1018,20 @@ aspen_status aspen_try_recv(aspen_receiver* rx, void** out) {
         }
         if (ended) return closed_channel(what, end_of_stream);
         return ASPEN_WOULD_BLOCK;
+    });
+}
+
+aspen_status aspen_blocking_recv(aspen_receiver* rx, void** out) {
+    const char* what = "aspen_blocking_recv";
+    if (!rx) return null_arg(what, "rx");
+    if (!out) return null_arg(what, "out");
+    if (rx->op)
+        return fail(ASPEN_MISUSE, what, "a receive polled by a task is pending on this receiver; poll it to its end first");
+    return guarded(what, [&] {
+        std::optional<void*> m = rx->rx.blocking_recv();
+        if (!m) return closed_channel(what, end_of_stream);
+        *out = *m;
+        return ASPEN_OK;
     });
 }
 

@@ -176,11 +176,16 @@ static void run_close(aspen_runtime* rt) {
         CHECK(aspen_try_send(tx, m) == ASPEN_OK);
     }
     CHECK(aspen_receiver_close(c.rx) == ASPEN_OK);
-    CHECK(aspen_try_send(tx, late) == ASPEN_CLOSED); /* refused: still ours */
+    CHECK(aspen_try_send(tx, late) == ASPEN_CLOSED);      /* refused: still ours */
+    CHECK(aspen_blocking_send(tx, late) == ASPEN_CLOSED); /* from this thread too */
     free(late);
     CHECK(aspen_block_on(rt, consumer_poll, &c, NULL) == ASPEN_OK);
     CHECK(c.count == 3);
     CHECK(c.sum == 6);
+    {
+        void* m = NULL;
+        CHECK(aspen_blocking_recv(c.rx, &m) == ASPEN_CLOSED); /* drained: the end */
+    }
     aspen_receiver_free(c.rx);
     aspen_sender_free(tx);
 }
