@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <latch>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -307,6 +309,105 @@ aspen::task<long> try_next_body(int n) {
 
 TEST_P(JoinSet, TryNextTakesFinishedResultsWithoutWaiting) {
     EXPECT_EQ(run_on(GetParam(), try_next_body(1000), "join_set try_next"), 1000L * 999 / 2);
+}
+
+// spawn_blocking children report as task children do; join_all gives every
+// value in completion order.
+aspen::task<long> blocking_children_body(int n) {
+    aspen::join_set<int> set;
+    for (int i = 0; i < n; ++i) {
+        if (i % 2) set.spawn_blocking([i] { return i; });
+        else set.spawn(value_after_yields(i, i % 3));
+    }
+    std::vector<int> all = co_await set.join_all();
+    if (all.size() != static_cast<std::size_t>(n) || !set.empty()) co_return -1;
+    std::vector<int> seen(n, 0);
+    long sum = 0;
+    for (int v : all) {
+        if (v < 0 || v >= n || seen[v]++) co_return -2;
+        sum += v;
+    }
+    std::vector<int> none = co_await set.join_all();
+    co_return none.empty() ? sum : -3;
+}
+
+TEST_P(JoinSet, SpawnBlockingChildrenAndJoinAll) {
+    constexpr int n = 200;
+    EXPECT_EQ(run_on(GetParam(), blocking_children_body(n), "join_set spawn_blocking"), long{n} * (n - 1) / 2);
+}
+
+// join_all rethrows a child's exception at once; the children left stay in
+// the set, and a blocking child's exception is reported as a task's.
+aspen::task<int> join_all_error_body() {
+    aspen::join_set<int> set;
+    std::atomic<int> alive{0};
+    aspen::event never;
+    set.spawn(wait_value(&never, 1, &alive));
+    set.spawn(fail_after_yield("child"));
+    int caught = 0;
+    try {
+        (void)co_await set.join_all();
+    } catch (const std::runtime_error& e) {
+        caught += std::string(e.what()) == "child";
+    }
+    if (set.size() != 1) co_return -1;
+    set.spawn_blocking([]() -> int { throw std::runtime_error("blocking"); });
+    set.abort_all();
+    set.spawn_blocking([]() -> int { throw std::runtime_error("blocking"); });
+    try {
+        (void)co_await set.join_all();
+    } catch (const std::runtime_error& e) {
+        caught += std::string(e.what()) == "blocking";
+    }
+    co_return caught;
+}
+
+TEST_P(JoinSet, JoinAllRethrowsAndLeavesTheRest) {
+    EXPECT_EQ(run_on(GetParam(), join_all_error_body(), "join_set join_all error"), 2);
+}
+
+// A blocking child aborted while its function waits in the pool's queue
+// (one pool thread, busy): the function never runs, and next() gives
+// task_cancelled for it. The first runs to its value.
+aspen::task<int> blocking_abort_body(std::latch* release, std::atomic<int>* ran_second) {
+    aspen::join_set<int> set;
+    set.spawn_blocking([release] {
+        release->wait();
+        return 1;
+    });
+    aspen::abort_handle second = set.spawn_blocking([ran_second] {
+        ran_second->fetch_add(1);
+        return 2;
+    });
+    second.abort();
+    while (!second.is_finished()) co_await aspen::yield_now();
+    release->count_down();
+    int values = 0, cancelled = 0;
+    for (;;) {
+        try {
+            aspen::join_set_next_awaitable<int> one = set.next();
+            std::optional<int> v = co_await one;
+            if (!v) break;
+            values += *v;
+        } catch (const aspen::task_cancelled&) {
+            ++cancelled;
+        }
+    }
+    co_return values * 10 + cancelled;
+}
+
+TEST_P(JoinSet, AbortedBlockingChildNeverRunsItsFunction) {
+    aspen::config cfg;
+    cfg.max_blocking_threads = 1;
+    aspen_test::any_runtime rt(GetParam(), cfg);
+    std::latch release{1};
+    std::atomic<int> ran_second{0};
+    int got = 0;
+    aspen_test::within(std::chrono::seconds(60), "aborted blocking child",
+                       [&] { got = rt->block_on(blocking_abort_body(&release, &ran_second)); });
+    EXPECT_EQ(got, 11);  // the first's value, the second cancelled
+    rt->shutdown();      // waits for the pool: a second that ran would have counted
+    EXPECT_EQ(ran_second.load(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, JoinSet, aspen_test::runtime_kinds, aspen_test::kind_name);

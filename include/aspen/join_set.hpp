@@ -15,7 +15,9 @@
 // next child to finish, in completion order: the value (std::monostate for
 // void), the child's exception rethrown, or nullopt when no child is left;
 // try_next() is the same without waiting (nullopt also while the children
-// left are still running). spawn returns an abort_handle for that one
+// left are still running); `co_await join_all()` waits for all of them and
+// gives their values in completion order (a vector). spawn_blocking(f) runs
+// f on the blocking pool as a child, its result reported as a task's. spawn returns an abort_handle for that one
 // child (Tokio's AbortHandle): once it is aborted, next() throws
 // task_cancelled for it, in its turn.
 // abort_all() aborts every child: they are no longer in the set (size() is
@@ -50,6 +52,7 @@
 #include <aspen/detail/spin_mutex.hpp>
 #include <aspen/join_handle.hpp>
 #include <aspen/spawn.hpp>
+#include <aspen/spawn_blocking.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/task.hpp>
 #include <aspen/waker.hpp>
@@ -151,6 +154,24 @@ task<void> join_set_child(join_set_report<T> report, task<T> t) {
     report.send();
 }
 
+// A blocking function's handle that aborts its task when dropped, so that
+// a function that has not started never runs once the child awaiting it is
+// gone (a running one finishes unobserved). A parameter of the child's
+// frame, not a local: it goes with the frame also when the child is aborted
+// before it ever ran.
+template <class T>
+struct abort_on_drop {
+    explicit abort_on_drop(join_handle<T> handle) noexcept : h(std::move(handle)) {}
+    abort_on_drop(abort_on_drop&&) noexcept = default;
+    ~abort_on_drop() { h.abort(); }  // a no-op once awaited or moved from
+    join_handle<T> h;
+};
+
+template <class T>
+task<T> join_set_blocking_child(abort_on_drop<T> child) {
+    co_return co_await child.h;
+}
+
 }  // namespace detail
 
 // What join_set::next() returns; `co_await` it for std::optional<T>.
@@ -200,6 +221,37 @@ public:
             throw;
         }
         return it->second.abort_handle();
+    }
+
+    // Runs f on the blocking pool as a child of the set (Tokio's
+    // JoinSet::spawn_blocking): next() gives what f returned or threw. f
+    // must return T. Aborted before it started (through the handle,
+    // abort_all, shutdown or the destructor), f never runs; once running,
+    // it cannot be interrupted, and next() gives task_cancelled for it.
+    template <class F>
+    aspen::abort_handle spawn_blocking(F&& f) {
+        static_assert(std::is_same_v<detail::blocking_result_t<F>, T>,
+                      "aspen::join_set<T>::spawn_blocking: the function must return T");
+        check_owner("aspen::join_set::spawn_blocking");
+        detail::abort_on_drop<T> child(aspen::spawn_blocking(std::forward<F>(f)));
+        return spawn(detail::join_set_blocking_child<T>(std::move(child)));
+    }
+
+    // Waits for every child and gives their values in completion order
+    // (Tokio's join_all; std::monostate for void). A child's exception (or
+    // task_cancelled for an aborted one) is rethrown as next() would, at
+    // once: the children left stay in the set.
+    task<std::vector<detail::or_monostate<T>>> join_all() {
+        check_owner("aspen::join_set::join_all");
+        std::vector<detail::or_monostate<T>> out;
+        out.reserve(size());
+        for (;;) {
+            join_set_next_awaitable<T> one = next();  // named: see README's g++ caveats
+            std::optional<detail::or_monostate<T>> v = co_await one;
+            if (!v) break;
+            out.push_back(std::move(*v));
+        }
+        co_return out;
     }
 
     // co_await next() -> std::optional<T> (std::monostate for void): the next
