@@ -1364,7 +1364,7 @@ void foreign_producers_to_consumer_task(aspen_runtime* rt, size_t capacity, bool
                 void* m = msg_of(i * per_producer + k);
                 aspen_status st = blocking ? aspen_blocking_send(mine, m) : aspen_try_send(mine, m);
                 if (st == ASPEN_OK) ++k;
-                else if (st == ASPEN_WOULD_BLOCK && !blocking) std::this_thread::yield();  // full: the consumer drains it
+                else if (st == ASPEN_WOULD_BLOCK && !blocking) std::this_thread::yield();  // full: the consumer drains
                 else {
                     ADD_FAILURE() << aspen_status_name(st) << ": " << aspen_last_error();
                     break;

@@ -30,7 +30,8 @@ aspen::task<long> receive_all(aspen::mpsc_receiver<int>* rx, int expected) {
     long sum = 0;
     int next = 0;
     while (std::optional<int> v = co_await rx->recv()) {
-        if (*v != next) throw std::runtime_error("out of order: " + std::to_string(*v) + " for " + std::to_string(next));
+        if (*v != next)
+            throw std::runtime_error("out of order: " + std::to_string(*v) + " for " + std::to_string(next));
         ++next;
         sum += *v;
     }
@@ -180,7 +181,8 @@ TEST_P(SyncBlocking, BroadcastToPlainThreads) {
         });
     }
     rx = {};  // only the threads' receivers
-    aspen_test::within(watchdog, "broadcast into blocking_recv", [&] { rt->block_on(broadcast_range(std::move(tx), n)); });
+    aspen_test::within(watchdog, "broadcast into blocking_recv",
+                       [&] { rt->block_on(broadcast_range(std::move(tx), n)); });
     for (auto& t : threads) t.join();
     for (int l = 0; l < listeners; ++l) {
         EXPECT_EQ(sums[l], long{n} * (n - 1) / 2) << l;

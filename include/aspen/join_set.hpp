@@ -17,9 +17,9 @@
 // try_next() is the same without waiting (nullopt also while the children
 // left are still running); `co_await join_all()` waits for all of them and
 // gives their values in completion order (a vector). spawn_blocking(f) runs
-// f on the blocking pool as a child, its result reported as a task's. spawn returns an abort_handle for that one
-// child (Tokio's AbortHandle): once it is aborted, next() throws
-// task_cancelled for it, in its turn.
+// f on the blocking pool as a child, its result reported as a task's.
+// spawn returns an abort_handle for that one child (Tokio's AbortHandle):
+// once it is aborted, next() throws task_cancelled for it, in its turn.
 // abort_all() aborts every child: they are no longer in the set (size() is
 // 0, next() gives nullopt), and each stops at its next suspension point.
 // `co_await shutdown()` aborts every child and waits until all are gone

@@ -1026,7 +1026,8 @@ aspen_status aspen_blocking_recv(aspen_receiver* rx, void** out) {
     if (!rx) return null_arg(what, "rx");
     if (!out) return null_arg(what, "out");
     if (rx->op)
-        return fail(ASPEN_MISUSE, what, "a receive polled by a task is pending on this receiver; poll it to its end first");
+        return fail(ASPEN_MISUSE, what,
+                    "a receive polled by a task is pending on this receiver; poll it to its end first");
     return guarded(what, [&] {
         std::optional<void*> m = rx->rx.blocking_recv();
         if (!m) return closed_channel(what, end_of_stream);

@@ -803,7 +803,9 @@ public:
     // blocking_recv_many: recv() and recv_many() sleeping this thread while
     // the channel is empty. From a plain thread or a spawn_blocking
     // function; on a runtime's thread they throw std::logic_error.
-    std::optional<T> blocking_recv() { return detail::wait_on_this_thread("aspen::mpsc_receiver::blocking_recv", recv()); }
+    std::optional<T> blocking_recv() {
+        return detail::wait_on_this_thread("aspen::mpsc_receiver::blocking_recv", recv());
+    }
     std::size_t blocking_recv_many(std::vector<T>& out, std::size_t limit) {
         if (limit == 0) return 0;
         std::optional<T> first =
