@@ -203,6 +203,48 @@ TEST_P(RuntimeHandle, DestructionEndsHandleBlockOnWithTaskCancelled) {
     EXPECT_THROW(h.block_on(answer()), aspen::runtime_shut_down);
 }
 
+// A plain thread block_on's through a handle in a loop while the runtime is
+// destroyed. Each block_on leaves tasks queued behind it (on a
+// current_thread runtime: in the driver's own queue), so that a block_on
+// that begins while the destruction drains the queues would drain them too.
+aspen::task<void> yield_forever() {
+    for (;;) co_await aspen::yield_now();
+}
+
+aspen::task<int> leave_tasks_queued(std::atomic<int>* spawned) {
+    if (spawned->fetch_add(1) < 8) aspen::spawn(yield_forever()).detach();
+    co_return 1;
+}
+
+TEST_P(RuntimeHandle, BlockOnLoopWhileRuntimeIsDestroyed) {
+    // The race was current_thread's (its driver-only queue); the other
+    // kinds get a few rounds of the same.
+    const int rounds = GetParam() == 0 ? 100 : 20;
+    for (int round = 0; round < rounds; ++round) {
+        auto rt = std::make_unique<any_runtime>(GetParam());
+        aspen::runtime_handle h = (*rt)->handle();
+        std::atomic<bool> gone{false};
+        std::atomic<int> spawned{0};
+        std::atomic<long> done{0};
+        std::thread blocker([&] {
+            for (;;) {
+                bool after_destruction = gone.load();
+                try {
+                    EXPECT_EQ(h.block_on(leave_tasks_queued(&spawned)), 1);
+                    done.fetch_add(1);
+                } catch (const aspen::runtime_shut_down&) {
+                    if (after_destruction) return;
+                } catch (const aspen::task_cancelled&) {
+                }
+            }
+        });
+        while (done.load() < 1 + round % 16) std::this_thread::yield();
+        rt.reset();
+        gone.store(true);
+        blocker.join();
+    }
+}
+
 aspen::task<void> wait_until_ran(std::atomic<long>* ran, long n) {
     while (ran->load() < n) co_await aspen::yield_now();
 }
