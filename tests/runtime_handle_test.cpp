@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <atomic>
 #include <memory>
 #include <stdexcept>
@@ -201,6 +203,50 @@ TEST_P(RuntimeHandle, DestructionEndsHandleBlockOnWithTaskCancelled) {
     waiter.join();
     EXPECT_TRUE(cancelled);
     EXPECT_THROW(h.block_on(answer()), aspen::runtime_shut_down);
+}
+
+// A plain thread in block_on through a handle, the runtime destroyed as
+// soon as the task has started: the block_on ends with task_cancelled,
+// also when its thread had not yet begun its wait (the runtime went between
+// its spawn and its wait). To make that likely, the workers and the waiter
+// share one CPU and the waiter runs at the lowest priority (SCHED_IDLE):
+// the worker its spawn wakes preempts it at once, and it resumes only when
+// no worker wants that CPU, often once the runtime is gone.
+void pin_to_first_cpu() {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    (void)sched_setaffinity(0, sizeof one, &one);  // this thread only (Linux)
+}
+
+TEST_P(RuntimeHandle, DestructionRacingBlockOnEndsWithTaskCancelled) {
+    if (GetParam() == 0) GTEST_SKIP() << "the task runs only once block_on drives the runtime";
+    for (int round = 0; round < 100; ++round) {
+        aspen::config cfg;
+        cfg.on_thread_start = [](std::size_t) { pin_to_first_cpu(); };
+        auto rt = std::make_unique<any_runtime>(GetParam(), cfg);
+        aspen::runtime_handle h = (*rt)->handle();
+        std::atomic<bool> started{false};
+        aspen_test::signal never;
+        std::string outcome = "none";
+        std::thread waiter([&] {
+            pin_to_first_cpu();
+            sched_param idle{};
+            (void)sched_setscheduler(0, SCHED_IDLE, &idle);
+            try {
+                h.block_on(note_start_and_wait(&started, &never));
+                outcome = "returned";
+            } catch (const aspen::task_cancelled&) {
+                outcome = "task_cancelled";
+            } catch (const std::exception& e) {
+                outcome = e.what();
+            }
+        });
+        while (!started.load()) std::this_thread::yield();
+        rt.reset();
+        waiter.join();
+        ASSERT_EQ(outcome, "task_cancelled") << "round " << round;
+    }
 }
 
 // A plain thread block_on's through a handle in a loop while the runtime is
