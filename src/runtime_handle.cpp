@@ -5,6 +5,7 @@
 #include <aspen/errors.hpp>
 #include <aspen/runtime_handle.hpp>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -28,10 +29,16 @@ runtime_handle runtime_handle::current() {
 
 detail::pinned_scheduler runtime_handle::pin(const char* what) const {
     if (!link_) throw_empty(what);
+    std::optional<detail::pinned_scheduler> p = try_pin();
+    if (!p) throw runtime_shut_down();
+    return std::move(*p);
+}
+
+std::optional<detail::pinned_scheduler> runtime_handle::try_pin() const {
     std::shared_lock lock(link_->mutex());
     detail::scheduler* s = link_->sched();
-    if (!s) throw runtime_shut_down();
-    return {std::move(lock), s};
+    if (!s) return std::nullopt;
+    return detail::pinned_scheduler{std::move(lock), s};
 }
 
 // The task is discarded only after the lock is released: its destructors

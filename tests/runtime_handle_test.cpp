@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <latch>
@@ -252,6 +254,92 @@ TEST_P(RuntimeHandle, DestructionEndsHandleBlockOnWithTaskCancelled) {
     waiter.join();
     EXPECT_TRUE(cancelled);
     EXPECT_THROW(h.block_on(answer()), aspen::runtime_shut_down);
+}
+
+// A plain thread in block_on through a handle, the runtime destroyed as
+// soon as the task has started: the block_on ends with task_cancelled,
+// also when its thread had not yet begun its wait (the runtime went between
+// its spawn and its wait). To make that likely, the workers and the waiter
+// share one CPU and the waiter runs at the lowest priority (SCHED_IDLE):
+// the worker its spawn wakes preempts it at once, and it resumes only when
+// no worker wants that CPU, often once the runtime is gone.
+void pin_to_first_cpu() {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    (void)sched_setaffinity(0, sizeof one, &one);  // this thread only (Linux)
+}
+
+TEST_P(RuntimeHandle, DestructionRacingBlockOnEndsWithTaskCancelled) {
+    if (GetParam() == 0) GTEST_SKIP() << "the task runs only once block_on drives the runtime";
+    for (int round = 0; round < 100; ++round) {
+        aspen::config cfg;
+        cfg.on_thread_start = [](std::size_t) { pin_to_first_cpu(); };
+        auto rt = std::make_unique<any_runtime>(GetParam(), cfg);
+        aspen::runtime_handle h = (*rt)->handle();
+        std::atomic<bool> started{false};
+        aspen_test::signal never;
+        std::string outcome = "none";
+        std::thread waiter([&] {
+            pin_to_first_cpu();
+            sched_param idle{};
+            (void)sched_setscheduler(0, SCHED_IDLE, &idle);
+            try {
+                h.block_on(note_start_and_wait(&started, &never));
+                outcome = "returned";
+            } catch (const aspen::task_cancelled&) {
+                outcome = "task_cancelled";
+            } catch (const std::exception& e) {
+                outcome = e.what();
+            }
+        });
+        while (!started.load()) std::this_thread::yield();
+        rt.reset();
+        waiter.join();
+        ASSERT_EQ(outcome, "task_cancelled") << "round " << round;
+    }
+}
+
+// A plain thread block_on's through a handle in a loop while the runtime is
+// destroyed. Each block_on leaves tasks queued behind it (on a
+// current_thread runtime: in the driver's own queue), so that a block_on
+// that begins while the destruction drains the queues would drain them too.
+aspen::task<void> yield_forever() {
+    for (;;) co_await aspen::yield_now();
+}
+
+aspen::task<int> leave_tasks_queued(std::atomic<int>* spawned) {
+    if (spawned->fetch_add(1) < 8) aspen::spawn(yield_forever()).detach();
+    co_return 1;
+}
+
+TEST_P(RuntimeHandle, BlockOnLoopWhileRuntimeIsDestroyed) {
+    // The race was current_thread's (its driver-only queue); the other
+    // kinds get a few rounds of the same.
+    const int rounds = GetParam() == 0 ? 100 : 20;
+    for (int round = 0; round < rounds; ++round) {
+        auto rt = std::make_unique<any_runtime>(GetParam());
+        aspen::runtime_handle h = (*rt)->handle();
+        std::atomic<bool> gone{false};
+        std::atomic<int> spawned{0};
+        std::atomic<long> done{0};
+        std::thread blocker([&] {
+            for (;;) {
+                bool after_destruction = gone.load();
+                try {
+                    EXPECT_EQ(h.block_on(leave_tasks_queued(&spawned)), 1);
+                    done.fetch_add(1);
+                } catch (const aspen::runtime_shut_down&) {
+                    if (after_destruction) return;
+                } catch (const aspen::task_cancelled&) {
+                }
+            }
+        });
+        while (done.load() < 1 + round % 16) std::this_thread::yield();
+        rt.reset();
+        gone.store(true);
+        blocker.join();
+    }
 }
 
 aspen::task<void> wait_until_ran(std::atomic<long>* ran, long n) {

@@ -27,6 +27,7 @@
 #include <aspen/task.hpp>
 
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 #include <utility>
 
@@ -64,6 +65,15 @@ T finish_block_on(scheduler* s, join_handle<T>& h) {
     return h.take_result();
 }
 
+// block_on's wait when the runtime went away after it accepted h's task:
+// its shutdown destroyed the task (or it had finished), so h is complete
+// and its join gives the outcome, task_cancelled if it was destroyed.
+template <class T>
+T finish_after_runtime_gone(join_handle<T>& h) {
+    block_until_complete(h.header());  // returns at once
+    return h.take_result();
+}
+
 }  // namespace detail
 
 class runtime_handle {
@@ -96,14 +106,17 @@ public:
     // The runtime's destructor waits until it returns (its shutdown cancels
     // t, so that is soon: t's join then throws task_cancelled). Spawned
     // before the wait pins the runtime, so that a refused t is destroyed
-    // outside the lock, as spawn does.
+    // outside the lock, as spawn does. A runtime destroyed between the two
+    // has destroyed t too: that also ends in task_cancelled (or t's outcome,
+    // had it finished), not runtime_shut_down, which only a refused t gives.
     template <class T>
     T block_on(task<T> t) const {
         const char* what = "aspen::runtime_handle::block_on";
         detail::check_blocking_allowed(what);
         join_handle<T> h = spawn_as(std::move(t), what);
-        detail::pinned_scheduler p = pin(what);
-        return detail::finish_block_on(p.sched, h);
+        std::optional<detail::pinned_scheduler> p = try_pin();
+        if (!p) return detail::finish_after_runtime_gone(h);
+        return detail::finish_block_on(p->sched, h);
     }
 
     runtime_metrics metrics() const;
@@ -115,6 +128,8 @@ private:
     // The scheduler under a shared lock; throws std::logic_error (empty
     // handle) or runtime_shut_down (runtime destroyed), naming `what`.
     detail::pinned_scheduler pin(const char* what) const;
+    // As pin on a non-empty handle, but nullopt once the runtime is destroyed.
+    std::optional<detail::pinned_scheduler> try_pin() const;
     template <class T>
     join_handle<T> spawn_as(task<T> t, const char* what) const {
         detail::task_header* h = detail::release_task(std::move(t));

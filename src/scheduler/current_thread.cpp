@@ -59,15 +59,18 @@ task_header* current_thread_scheduler::next_task() {
 }
 
 void current_thread_scheduler::run_until_complete(task_header* root) {
-    // acq_rel: the previous driver's queue edits become ours.
-    if (driving_.exchange(true, std::memory_order_acq_rel))
+    // seq_cst: the previous driver's queue edits become ours (acquire), and
+    // with shutdown's seq_cst store of stopping_ and load of driving_, either
+    // shutdown waits for this drive or this drive sees stopping_ and never
+    // touches the queues shutdown is draining.
+    if (driving_.exchange(true, std::memory_order_seq_cst))
         throw std::logic_error("aspen::current_thread_runtime: block_on is already running on another thread");
     thread_context& ctx = tls();
     ctx.sched = this;
     ctx.worker = this;
     ctx.completions = &counters_.tasks_completed;
-    // acquire: see stopping_ set by a shutdown on another thread.
-    while (!is_complete(root) && !stopping_.load(std::memory_order_acquire)) {
+    // seq_cst: see stopping_ set by a shutdown on another thread (above).
+    while (!is_complete(root) && !stopping_.load(std::memory_order_seq_cst)) {
         task_header* t = next_task();
         if (!t) {
             idle();
@@ -76,14 +79,17 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
         poll_outcome o = counted_poll(t, counters_, time_polls_);
         if (o == poll_outcome::requeue || o == poll_outcome::yield) local_.push_back(t);
     }
-    // Shut down from another thread while we drove: this thread owns the
-    // queues, so it destroys the tasks (the root completes as cancelled).
-    if (!is_complete(root)) cancel_all_tasks();
     ctx = thread_context{};
     // seq_cst: hands the queues over (release) and must not pass
     // notify_all's waiter-count check (see unpark in park.hpp).
     driving_.store(false, std::memory_order_seq_cst);
     driving_.notify_all();
+    // Shut down from another thread while we drove, or before this drive
+    // began (a runtime_handle's block_on racing the runtime's destruction):
+    // the shutdown destroys every task once nobody drives, the root too
+    // (spawned from outside, so registered), on its own thread. Destroying
+    // them here as well would drain the queues on two threads at once.
+    if (!is_complete(root)) block_until_complete(root);
 }
 
 // Nothing to run: sleep in the driver until a wake, I/O or a timer (wakers
@@ -102,11 +108,14 @@ void current_thread_scheduler::shutdown() {
     std::lock_guard lock(shutdown_mutex_);
     if (shut_down_) return;
     shut_down_ = true;
-    // release: the driver that sees it sees the registry closed too.
-    stopping_.store(true, std::memory_order_release);
+    // seq_cst (with run_until_complete's exchange of driving_ and its load
+    // of stopping_): a drive that starts now sees stopping_, or this load
+    // sees it driving and waits for it.
+    stopping_.store(true, std::memory_order_seq_cst);
     io_driver().unpark();
-    // acquire: pairs with the driver's release when it stops.
-    while (driving_.load(std::memory_order_acquire)) driving_.wait(true, std::memory_order_acquire);
+    // acquire (seq_cst for the first load, see above): pairs with the
+    // driver's release when it stops.
+    while (driving_.load(std::memory_order_seq_cst)) driving_.wait(true, std::memory_order_acquire);
     cancel_all_tasks();
 }
 
