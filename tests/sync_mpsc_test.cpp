@@ -112,6 +112,30 @@ TEST(SyncMpsc, SenderCountTracksCopiesAndDrops) {
     EXPECT_THROW((void)empty.try_send(1), std::logic_error);
 }
 
+// is_empty / is_closed, as Tokio's: closed once close() was called or every
+// sender is gone, while messages may still wait; empty counts the
+// receiver's batch too.
+TEST(SyncMpsc, IsEmptyAndIsClosed) {
+    for (bool by_close : {true, false}) {
+        auto [tx, rx] = aspen::mpsc_channel<int>(64);
+        EXPECT_TRUE(rx.is_empty());
+        EXPECT_FALSE(rx.is_closed());
+        for (int i = 0; i < 40; ++i) ASSERT_FALSE(tx.try_send(i).has_value());
+        EXPECT_FALSE(rx.is_empty());
+        EXPECT_EQ(rx.try_recv(), std::optional<int>(0));  // takes a batch into the receiver
+        EXPECT_FALSE(rx.is_empty());
+        if (by_close) rx.close();
+        else tx = {};
+        EXPECT_TRUE(rx.is_closed());
+        EXPECT_FALSE(rx.is_empty());
+        for (int i = 1; i < 40; ++i) ASSERT_EQ(rx.try_recv(), std::optional<int>(i));
+        EXPECT_TRUE(rx.is_empty());
+        EXPECT_TRUE(rx.is_closed());
+    }
+    aspen::mpsc_receiver<int> empty;
+    EXPECT_THROW((void)empty.is_closed(), std::logic_error);
+}
+
 aspen::task<std::vector<int>> drain(aspen::mpsc_receiver<int>* rx) {
     std::vector<int> got;
     while (auto v = co_await rx->recv()) got.push_back(*v);

@@ -849,6 +849,15 @@ public:
         std::lock_guard g(c.lock);
         return c.send_waiters.size();
     }
+    // As Tokio's Receiver::is_empty: no message is waiting to be received.
+    bool is_empty() const { return size() == 0; }
+    // As Tokio's Receiver::is_closed: nothing can be sent any more (close()
+    // was called or every sender is gone); messages may still be waiting.
+    bool is_closed() const {
+        auto& c = checked("aspen::mpsc_receiver::is_closed");
+        std::lock_guard g(c.lock);
+        return c.closed || c.senders == 0;
+    }
     bool valid() const noexcept { return c_ != nullptr; }
 
 private:
