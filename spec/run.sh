@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Model-checks spec/idle.pml, spec/task_state.pml, spec/driver_watch.pml and spec/fork_block.pml with spin.
+# Model-checks spec/idle.pml, spec/task_state.pml, spec/driver_watch.pml, spec/fork_block.pml and spec/block_in_place.pml with spin.
 #
-#   bash spec/run.sh            the CI set: 46 jobs, ~120 s CPU, ~60 s wall on 2 cores, <= 1 GB each
+#   bash spec/run.sh            the CI set: 51 jobs, ~120 s CPU, ~60 s wall on 2 cores, <= 1 GB each
 #   SPIN_FULL=1 bash spec/run.sh   also four large runs (~2-3 min more; up to 2.7 GB)
 #   SPIN_JOBS=N                 parallel pan runs (default: nproc)
 #   SPIN_KEEP=1                 keep the work directory (pan, trails, logs)
@@ -64,6 +64,10 @@ JOB_LIST=(
   "fork-3-abort|pass|fork_block.pml|-DROOT_PIECES=3 -DABORT -DSPURIOUS=2|-O0|-m100000|"
   "fork-3|pass|fork_block.pml|-DROOT_PIECES=3|-O0|-m100000|"
   "fork-2-no-spurious|pass|fork_block.pml|-DROOT_PIECES=2 -DSPURIOUS=0 -DABORT|-O0|-m100000|"
+  # -- handing a worker back from block_in_place's stand-in (spec/block_in_place.pml) ------
+  "bip|pass|block_in_place.pml||-O0|-m100000|"
+  "bip-spontaneous-2|pass|block_in_place.pml|-DSPONTANEOUS=2|-O0|-m100000|"
+  "bip-no-notifier|pass|block_in_place.pml|-DNO_NOTIFIER|-O0|-m100000|"
   # -- broken variants: the model must catch them ------------------------------------------
   "idle-broken-lone-worker|fail|idle.pml|-DBROKEN_LONE_NOT_SEARCHING -DNW=1 -DEXT_ITEMS=1 -DINT_ITEMS=2|-O0|-m100000|assertion violated (pending==0)"
   "idle-broken-stale-token|fail|idle.pml|-DBROKEN_STALE_TOKEN -DSPONTANEOUS=1 -DNW=2 -DEXT_ITEMS=1 -DINT_ITEMS=1|-O0|-m100000|assertion violated (nsleep<2)"
@@ -74,7 +78,9 @@ JOB_LIST=(
   "fork-broken-last-one-step|fail|fork_block.pml|-DBROKEN_LAST_ONE_STEP|-O0|-m100000|assertion violated  !(deleted)"
   "fork-broken-waker-late|fail|fork_block.pml|-DBROKEN_WAKER_LATE -DSPURIOUS=0|-O0|-m100000|invalid end state"
   "fork-broken-root-deletes|fail|fork_block.pml|-DBROKEN_ROOT_DELETES|-O0|-m100000|assertion violated  !(deleted)"
+  "bip-broken-no-recheck|fail|block_in_place.pml|-DBROKEN_NO_RECHECK|-O0|-m100000|invalid end state"
   # -- vacuity witnesses: these paths must be reachable ------------------------------------
+  "bip-witness-recheck|fail|block_in_place.pml|-DWITNESS|-O0|-m100000|assertion violated (7!=7)"
   "fork-witness-woken|fail|fork_block.pml|-DWITNESS=1|-O0|-m100000|assertion violated  !(done)"
   "idle-witness-chain-wake|fail|idle.pml|-DWITNESS=W_CHAIN|-O0|-m100000|assertion violated (4!=4)"
   "idle-witness-recheck-wake|fail|idle.pml|-DWITNESS=W_RECHECK|-O0|-m100000|assertion violated (5!=5)"

@@ -3,6 +3,7 @@
 
 #include <aspen/abort_handle.hpp>
 #include <aspen/async_fd.hpp>
+#include <aspen/block_in_place.hpp>
 #include <aspen/cancellation_token.hpp>
 #include <aspen/config.hpp>
 #include <aspen/coop.hpp>

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 namespace aspen::detail {
 
@@ -163,6 +164,10 @@ void blocking_pool::set_owner(std::shared_ptr<runtime_link> owner) {
 }
 
 std::shared_ptr<runtime_link> blocking_thread_owner() { return pool_owner ? *pool_owner : nullptr; }
+
+const std::shared_ptr<runtime_link>* exchange_blocking_owner(const std::shared_ptr<runtime_link>* owner) noexcept {
+    return std::exchange(pool_owner, owner);
+}
 
 bool blocking_pool::idle() const {
     std::lock_guard g(s_->m);

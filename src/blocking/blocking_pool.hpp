@@ -73,5 +73,10 @@ std::size_t blocking_threads_alive() noexcept;
 
 // On a pool thread, its pool's owner; elsewhere null.
 std::shared_ptr<runtime_link> blocking_thread_owner();
+// Makes the calling thread count as a pool thread of `owner` (null: of
+// none) for blocking_thread_owner, and returns the previous setting for the
+// caller to restore: block_in_place runs its function so. `owner` must
+// outlive the setting.
+const std::shared_ptr<runtime_link>* exchange_blocking_owner(const std::shared_ptr<runtime_link>* owner) noexcept;
 
 }  // namespace aspen::detail

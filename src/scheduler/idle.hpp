@@ -90,7 +90,9 @@ public:
     // would have, and returns true. False: a notifier already took it off
     // and counted it, and its unpark is on the way; the caller must consume
     // that unpark (park once more), or it would later end a park that nobody
-    // counted.
+    // counted. block_in_place's hand-back calls it too, for the worker it
+    // wants back from a stand-in thread (true: it then unparks that worker,
+    // as a notifier does).
     bool unpark_self(std::size_t worker) {
         std::lock_guard lock(mutex_);
         auto it = std::find(sleepers_.begin(), sleepers_.end(), worker);

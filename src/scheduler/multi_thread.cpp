@@ -3,6 +3,8 @@
 // notify_if_work_pending use the model's names).
 #include "scheduler/multi_thread.hpp"
 
+#include "blocking/blocking_pool.hpp"
+
 #include <aspen/detail/fork_block.hpp>
 
 #include <pthread.h>
@@ -235,13 +237,22 @@ void multi_thread_scheduler::notify_if_work_pending() {
 
 // ---- consumer side -------------------------------------------------------------------
 void multi_thread_scheduler::run(worker& w) {
+    start_thread(w);
+    run_loop(w);
+    stop_thread(w);
+}
+
+void multi_thread_scheduler::start_thread(worker& w) {
     thread_context& ctx = tls();
     ctx.sched = this;
     ctx.worker = &w;
     ctx.completions = &w.counters.tasks_completed;
     pthread_setname_np(pthread_self(), cfg_.thread_name.substr(0, 15).c_str());
     if (cfg_.on_thread_start) cfg_.on_thread_start(w.index);
-    while (!stopping()) {
+}
+
+void multi_thread_scheduler::run_loop(worker& w) {
+    while (!stopping() && !handback_requested(w)) {
         task_header* t = next_task(w);
         if (!t) t = poll_driver_when_dry(w);
         if (!t) t = search(w);
@@ -252,8 +263,11 @@ void multi_thread_scheduler::run(worker& w) {
             park(w);
         }
     }
+}
+
+void multi_thread_scheduler::stop_thread(worker& w) {
     if (cfg_.on_thread_stop) cfg_.on_thread_stop(w.index);
-    ctx = thread_context{};
+    tls() = thread_context{};
 }
 
 task_header* multi_thread_scheduler::next_task(worker& w) {
@@ -359,6 +373,14 @@ void multi_thread_scheduler::park(worker& w) {
     bool last_searcher = idle_.to_parked(w.index, w.searching);
     w.searching = false;
     if (last_searcher) notify_if_work_pending();  // may pick this very worker
+    // A stand-in asked to give the worker back after its loop's check: the
+    // hand-back found it not yet listed as a sleeper, so nobody will unpark
+    // it (see "block_in_place" below). Count ourselves back instead.
+    if (handback_requested(w)) {
+        if (!idle_.unpark_self(w.index)) w.park.park();  // a notifier's unpark is on its way
+        w.searching = true;
+        return;
+    }
     w.counters.parks.add();
     before_park();
     if (!futex_will_do() && try_take_driver()) {
@@ -403,7 +425,10 @@ bool multi_thread_scheduler::futex_will_do() const noexcept {
 // on this worker: their tasks land in its next slot and ring.
 bool multi_thread_scheduler::park_on_driver(worker& w) {
     driver& d = io_driver();
-    if (d.is_paused() && idle_.all_parked() && blocking().idle() && d.auto_advance()) return false;
+    // seq_cst: a snapshot in the total order, as all_parked's.
+    if (d.is_paused() && idle_.all_parked() && blocking().idle() && in_place_.load(std::memory_order_seq_cst) == 0 &&
+        d.auto_advance())
+        return false;
     return w.park.park_on_driver(d);
 }
 
@@ -446,6 +471,89 @@ void multi_thread_scheduler::poll_after_send() {
     w->send_polls_to_skip = w->send_poll_backoff;
 }
 
+// ---- block_in_place ---------------------------------------------------------------
+// Protocol. A worker's place (w: its ring, next slot, staged array, loop
+// state, counters) is run by one thread at a time. The thread whose poll
+// calls block_in_place (A) publishes its next slot and staged tasks, lets
+// go of the worker (its thread context is cleared: to fn it is a plain
+// thread) and starts a stand-in thread (B), which runs the ordinary worker
+// loop on w; starting the thread orders A's writes to w before B's. A runs
+// fn. To take the worker back, A stores the hand-back flag (release), then,
+// if w is listed as a sleeper, takes it off (unpark_self: counted unparked
+// and searching, as a notifier does) and unparks it. B checks the flag at
+// the loop's head, and in park() after it listed itself as a sleeper. Both
+// lists change under idle_'s mutex, so either A's look came first in that
+// mutex's order and B's check after its to_parked sees the flag, or B was
+// listed first and A unparks it: no hand-back is lost. B stops searching
+// if it was (as found_work: the chain wake) and ends; A joins it, which
+// orders B's writes to w before A's, and goes on with its poll. A task
+// that B polls may call block_in_place too: B hands w on to C with a flag
+// of its own and takes it back before that poll ends, so w.handback names
+// the flag of whichever loop runs w now, and A waits for B's poll to end.
+namespace {
+// The scheduler whose worker this thread lent out while fn runs: shutting
+// that runtime down from fn would join this very thread.
+thread_local const multi_thread_scheduler* lending = nullptr;
+}  // namespace
+
+void multi_thread_scheduler::block_in_place(void (*fn)(void*), void* arg) {
+    worker* wp = this_worker();
+    // Outside a poll (a thread hook) no task waits behind this call.
+    if (!wp || !polling_worker) return fn(arg);
+    worker& w = *wp;
+    publish_from_poll(&w);
+    const thread_context saved = std::exchange(tls(), thread_context{});
+    polling_worker = nullptr;
+    const std::atomic<bool>* outer = w.handback;
+    std::atomic<bool> handback{false};
+    // seq_cst: a parker's auto-advance check reads it in the total order;
+    // counted before the stand-in exists, so its first park sees it.
+    in_place_.fetch_add(1, std::memory_order_seq_cst);
+    std::thread stand_in_thread;
+    try {
+        stand_in_thread = std::thread([this, &w, &handback] { stand_in(w, handback); });
+    } catch (...) {
+        in_place_.fetch_sub(1, std::memory_order_seq_cst);  // seq_cst: as the add
+        tls() = saved;
+        polling_worker = &w;
+        throw;
+    }
+    std::exception_ptr error;
+    const auto* owner = exchange_blocking_owner(&link());
+    lending = this;
+    try {
+        fn(arg);
+    } catch (...) {
+        error = std::current_exception();
+    }
+    lending = nullptr;
+    exchange_blocking_owner(owner);
+    in_place_.fetch_sub(1, std::memory_order_seq_cst);  // seq_cst: as the add
+    // release: nothing of A's needs publishing to B (B only leaves); the
+    // mutex in unpark_self / to_parked orders the flag for the park race.
+    handback.store(true, std::memory_order_release);
+    if (idle_.unpark_self(w.index)) w.park.unpark(io_driver());
+    stand_in_thread.join();
+    w.handback = outer;
+    tls() = saved;
+    polling_worker = &w;
+    if (error) std::rethrow_exception(error);
+}
+
+void multi_thread_scheduler::stand_in(worker& w, const std::atomic<bool>& handback) {
+    start_thread(w);
+    w.handback = &handback;
+    run_loop(w);
+    // Give w back as A left it: awake, not searching.
+    found_work(w);
+    stop_thread(w);
+}
+
+bool multi_thread_scheduler::handback_requested(const worker& w) noexcept {
+    // acquire: pairs with the hand-back's release store.
+    return w.handback && w.handback->load(std::memory_order_acquire);
+}
+
 bool multi_thread_scheduler::try_take_driver() noexcept {
     // relaxed pre-check: skip the RMW while another worker holds it.
     // acquire: the previous holder's driver state (buffers) becomes ours.
@@ -461,7 +569,7 @@ void multi_thread_scheduler::release_driver() noexcept {
 void multi_thread_scheduler::run_until_complete(task_header* t) { block_until_complete(t); }
 
 void multi_thread_scheduler::shutdown() {
-    if (this_worker())
+    if (this_worker() || lending == this)
         throw std::logic_error("aspen::runtime: shutdown or destruction from one of the runtime's own tasks");
     std::lock_guard lock(shutdown_mutex_);
     if (shut_down_) return;

@@ -146,6 +146,7 @@ public:
     task_header* take_local(task_header* want) noexcept override;
     bool in_own_next_slot(const task_header* t) const noexcept override;
     void poll_after_send() override;
+    void block_in_place(void (*fn)(void*), void* arg) override;
     // spawn_on_worker's body; `w` is the polling_worker (a worker*).
     static void spawn_from_poll(void* w, task_header* t);
     // detail::publish_local_spawns on a worker during a poll.
@@ -182,12 +183,21 @@ private:
         std::uint32_t send_polls_to_skip = 0;
         std::uint32_t send_poll_backoff = 0;
         bool searching = false;
+        // Set while a stand-in thread runs this worker (block_in_place): the
+        // flag that asks it to give the worker back. Read and written only
+        // by the thread that runs the worker.
+        const std::atomic<bool>* handback = nullptr;
         std::vector<task_header*> batch;  // injector batch buffer
         worker_counters counters;
         std::thread thread;
     };
 
     void run(worker& w);
+    void start_thread(worker& w);
+    void run_loop(worker& w);
+    void stop_thread(worker& w);
+    void stand_in(worker& w, const std::atomic<bool>& handback);
+    static bool handback_requested(const worker& w) noexcept;
     task_header* next_task(worker& w);
     task_header* pop_injector_batch(worker& w);
     task_header* search(worker& w);
@@ -227,6 +237,9 @@ private:
     // nobody ever waits for it).
     std::atomic<bool> driver_taken_{false};
     std::atomic<std::uint64_t> remote_spawns_{0};
+    // block_in_place calls whose function runs: the paused clock must not
+    // jump ahead meanwhile (that function is work the runtime waits for).
+    std::atomic<std::uint32_t> in_place_{0};
     std::mutex shutdown_mutex_;
     bool shut_down_ = false;
 };

@@ -106,6 +106,11 @@ public:
     // A stream write just completed on this scheduler's thread: harvest the
     // readiness it may have caused here (multi_thread.hpp, "Sends").
     virtual void poll_after_send() {}
+    // aspen::block_in_place from this scheduler's own thread (tls sched is
+    // this): runs fn(arg) without holding up the tasks queued here, or
+    // throws std::logic_error where that cannot be (this default: the
+    // current-thread scheduler, whose one thread runs every task).
+    virtual void block_in_place(void (*fn)(void*), void* arg);
     task_registry& registry() noexcept { return registry_; }
     // The runtime's I/O and time driver (timers, sockets).
     driver& io_driver() noexcept { return driver_; }
