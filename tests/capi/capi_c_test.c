@@ -247,7 +247,7 @@ static void run_ready(aspen_runtime* rt) {
     CHECK(aspen_block_on(rt, own_reader_poll, &r, NULL) == ASPEN_OK);
     CHECK(r.got == 2);
     CHECK(r.pendings >= 2); /* before each byte */
-    CHECK(r.eagains >= 1);  /* between them */
+    CHECK(r.eagains == 1);  /* between them, once: the clear made the next poll wait */
     aspen_fd_free(r.fd);
     close(p[1]);
 }
