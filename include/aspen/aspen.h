@@ -412,9 +412,9 @@ aspen_status aspen_fd_poll(aspen_fd* fd, int direction, aspen_fd_fn fn, void* ar
  * says EAGAIN, it calls aspen_fd_clear_ready and polls again. ASPEN_OK
  * spends a unit of coop budget, as aspen_fd_poll completing. One wait per
  * direction at a time, polled by one task; while an aspen_fd_poll is
- * pending in that direction (or a wait while it is): ASPEN_MISUSE. The fd
- * registers with the polling task's runtime on the first poll; if epoll
- * refuses it: ASPEN_ERROR. */
+ * pending in that direction (or a wait while it is), or called outside
+ * the poll cx belongs to: ASPEN_MISUSE. The fd registers with the polling
+ * task's runtime on the first poll; if epoll refuses it: ASPEN_ERROR. */
 aspen_status aspen_fd_ready_poll(aspen_fd* fd, int direction, aspen_context* cx);
 
 /* The caller's syscall said EAGAIN after the last ASPEN_OK of
