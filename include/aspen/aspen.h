@@ -18,10 +18,11 @@
  *   otherwise.
  * - Cooperative budget (aspen_config.coop_budget, as in C++): each poll of
  *   a task starts with coop_budget units. aspen_recv_poll, aspen_send_poll,
- *   aspen_timer_poll and aspen_fd_poll spend one when they complete (return
- *   anything but ASPEN_PENDING); one that has to wait spends none. Once the
- *   poll's budget is spent they do nothing at all (no message taken or
- *   sent, no syscall, no timer armed) and return ASPEN_PENDING with the
+ *   aspen_timer_poll, aspen_fd_poll and aspen_fd_ready_poll spend one when
+ *   they complete (return anything but ASPEN_PENDING); one that has to wait
+ *   spends none. Once the poll's budget is spent they do nothing at all
+ *   (no message taken or sent, no syscall, no timer armed, no readiness
+ *   looked at) and return ASPEN_PENDING with the
  *   task already woken: a yield, so it is polled again after the work that
  *   is ready on its worker, and a loop over always-ready operations cannot
  *   starve the rest. Poll again with the same arguments, as after any
@@ -402,6 +403,29 @@ aspen_status aspen_fd_adopt(int fd, aspen_fd** out);
  * file). */
 aspen_status aspen_fd_poll(aspen_fd* fd, int direction, aspen_fd_fn fn, void* arg, long long* result,
                            aspen_context* cx);
+
+/* Readiness only, for a caller that does its own read() / write() (as
+ * Tokio's AsyncFd::readable / writable): ASPEN_OK once the fd is ready for
+ * `direction` as aspen last saw it, ASPEN_PENDING with cx's waker stored
+ * (woken at the next readiness edge) otherwise, or a coop yield. No
+ * syscall on the fd. The report can be stale: if the caller's syscall then
+ * says EAGAIN, it calls aspen_fd_clear_ready and polls again. ASPEN_OK
+ * spends a unit of coop budget, as aspen_fd_poll completing. One wait per
+ * direction at a time, polled by one task; while an aspen_fd_poll is
+ * pending in that direction (or a wait while it is), or called outside
+ * the poll cx belongs to: ASPEN_MISUSE. The fd registers with the polling
+ * task's runtime on the first poll; if epoll refuses it: ASPEN_ERROR. */
+aspen_status aspen_fd_ready_poll(aspen_fd* fd, int direction, aspen_context* cx);
+
+/* The caller's syscall said EAGAIN after the last ASPEN_OK of
+ * aspen_fd_ready_poll for `direction`: forgets the readiness that poll
+ * reported, so the next aspen_fd_ready_poll waits for a new edge. An edge
+ * that arrived after that poll (before the EAGAIN or after it) is kept:
+ * the next poll is ASPEN_OK at once. Call it after a syscall that came
+ * after that poll; with nothing reported since the last clear it does
+ * nothing. Any thread, not concurrently with that direction's ready
+ * poll; no task needed, no budget. */
+aspen_status aspen_fd_clear_ready(aspen_fd* fd, int direction);
 
 /* The descriptor, or -1 for NULL. */
 int aspen_fd_native(const aspen_fd* fd);

@@ -48,6 +48,17 @@
 
 namespace aspen {
 
+class async_fd;
+
+namespace detail {
+// A readiness-only wait on fd's read or write direction, and the clearing
+// of what it reported (detail::fd_ready_wait, aspen/detail/fd_op.hpp): the
+// C API's aspen_fd_ready_poll / aspen_fd_clear_ready. std::logic_error
+// naming `what` if fd is empty.
+fd_ready_wait ready_wait_of(const async_fd& fd, bool write, const char* what);
+void clear_ready_of(const async_fd& fd, fd_readiness seen) noexcept;
+}  // namespace detail
+
 class async_fd : public detail::fd_ops<async_fd> {
 public:
     async_fd() noexcept = default;  // empty: every operation throws std::logic_error
@@ -72,6 +83,8 @@ public:
 
 private:
     friend class detail::fd_ops<async_fd>;
+    friend detail::fd_ready_wait detail::ready_wait_of(const async_fd&, bool, const char*);
+    friend void detail::clear_ready_of(const async_fd&, detail::fd_readiness) noexcept;
     static constexpr const char* read_with_what = "aspen::async_fd::read_with";
     static constexpr const char* write_with_what = "aspen::async_fd::write_with";
     explicit async_fd(detail::io_handle io) noexcept : io_(std::move(io)) {}

@@ -159,6 +159,13 @@ struct aspen_fd {
     // registration between polls, so it lives here, not in a poll's frame.
     // Declared after fd: destroyed first, while the fd is still registered.
     std::optional<aspen::fd_op_awaitable<fd_call>> op[2];
+    // A readiness-only wait in progress per direction (aspen_fd_ready_poll),
+    // kept as op is. Also destroyed before fd.
+    std::optional<aspen::detail::fd_ready_wait> wait[2];
+    // What the last ASPEN_OK of aspen_fd_ready_poll saw per direction (the
+    // reactor's readiness and its tick), for aspen_fd_clear_ready; empty
+    // once cleared. Plain: a direction is used by one task at a time.
+    std::optional<aspen::detail::fd_readiness> seen[2];
 };
 
 struct aspen_advance {
@@ -504,6 +511,12 @@ auto poll_kept(std::optional<Op>& op, aspen::context& c, Start&& start, Poll&& p
         op.reset();
         throw;
     }
+}
+
+bool valid_direction(int direction) noexcept { return direction == ASPEN_FD_READ || direction == ASPEN_FD_WRITE; }
+
+aspen_status bad_direction(const char* what) noexcept {
+    return fail(ASPEN_EINVAL, what, "direction must be ASPEN_FD_READ or ASPEN_FD_WRITE");
 }
 
 // A channel operation polled as aspen::select polls a branch.
@@ -1075,8 +1088,10 @@ aspen_status aspen_fd_poll(aspen_fd* fd, int direction, aspen_fd_fn fn, void* ar
     if (!fn) return null_arg(what, "fn");
     if (!result) return null_arg(what, "result");
     if (!cx) return null_arg(what, "cx");
-    if (direction != ASPEN_FD_READ && direction != ASPEN_FD_WRITE)
-        return fail(ASPEN_EINVAL, what, "direction must be ASPEN_FD_READ or ASPEN_FD_WRITE");
+    if (!valid_direction(direction)) return bad_direction(what);
+    if (fd->wait[direction])
+        return fail(ASPEN_MISUSE, what,
+                    "an aspen_fd_ready_poll is pending in this direction; poll it to its end first");
     aspen_status s = guarded(what, [&] {
         auto start = [&](auto& op) {
             fd_call call{fn, arg};
@@ -1092,6 +1107,38 @@ aspen_status aspen_fd_poll(aspen_fd* fd, int direction, aspen_fd_fn fn, void* ar
     });
     if (s != ASPEN_OK && s != ASPEN_PENDING) *result = -errno_of_last_failure;  // the operation was reset
     return s;
+}
+
+aspen_status aspen_fd_ready_poll(aspen_fd* fd, int direction, aspen_context* cx) {
+    const char* what = "aspen_fd_ready_poll";
+    if (!fd) return null_arg(what, "fd");
+    if (!cx) return null_arg(what, "cx");
+    if (!valid_direction(direction)) return bad_direction(what);
+    if (fd->op[direction])
+        return fail(ASPEN_MISUSE, what, "an aspen_fd_poll is pending in this direction; poll it to its end first");
+    return guarded(what, [&] {
+        const bool write = direction == ASPEN_FD_WRITE;
+        auto start = [&](auto& w) {
+            w.emplace(aspen::detail::ready_wait_of(fd->fd, write, write ? "write readiness" : "read readiness"));
+        };
+        auto poll_wait = [](auto& w, aspen::context& c) { return w.poll(c); };
+        auto poll = [&](aspen::context& c) { return poll_kept(fd->wait[direction], c, start, poll_wait); };
+        std::optional<aspen::detail::fd_readiness> r = budgeted(what, *cx, poll);
+        if (!r) return ASPEN_PENDING;
+        fd->seen[direction] = *r;
+        return ASPEN_OK;
+    });
+}
+
+aspen_status aspen_fd_clear_ready(aspen_fd* fd, int direction) {
+    const char* what = "aspen_fd_clear_ready";
+    if (!fd) return null_arg(what, "fd");
+    if (!valid_direction(direction)) return bad_direction(what);
+    // Only what the last ready poll reported, by its tick: an edge that
+    // came after it (after the caller's EAGAIN, too) is kept.
+    if (std::optional<aspen::detail::fd_readiness> seen = std::exchange(fd->seen[direction], std::nullopt))
+        aspen::detail::clear_ready_of(fd->fd, *seen);
+    return ASPEN_OK;
 }
 
 int aspen_fd_native(const aspen_fd* fd) {

@@ -22,6 +22,34 @@ bool drive_fd(io_claim& c, context& cx, const char* what, fd_call call, void* f,
         return attempt_result::done;
     });
 }
+
+bool fd_ready_wait::poll(context& cx) {
+    // Done as soon as the reactor reports the direction ready, as
+    // readiness_awaitable (no syscall), keeping the report for a later
+    // clear_fd_ready.
+    return drive(claim_, cx, what_, [&](const ready_event& ev) {
+        seen_ = {ev.ready, ev.tick};
+        return attempt_result::done;
+    });
+}
+
+void clear_fd_ready(io_source* s, fd_readiness seen) noexcept {
+    // acquire: pairs with begin_op's release store, as in try_once; a
+    // driver seen comes with its finished registration.
+    driver* d = s->drv.load(std::memory_order_acquire);
+    if (!d || !s->reg.is_registered()) return;  // never registered: no cache to clear
+    // The tick makes it exact: an edge delivered after `seen` was read
+    // bumped it, and then the bits stay (reactor::clear_readiness).
+    d->io().clear_readiness(s->reg, ready_event{seen.ready, seen.tick});
+}
+
+fd_ready_wait ready_wait_of(const async_fd& fd, bool write, const char* what) {
+    return fd_ready_wait(fd.source(what), write, what);
+}
+
+void clear_ready_of(const async_fd& fd, fd_readiness seen) noexcept {
+    if (io_source* s = fd.io_.get()) clear_fd_ready(s, seen);
+}
 }  // namespace detail
 
 async_fd async_fd::adopt(int fd) {

@@ -50,6 +50,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 
 namespace aspen {
@@ -151,6 +152,15 @@ void end_op(io_claim& c) noexcept;
     throw std::system_error(err, std::generic_category(), what);
 }
 
+// attempt(ev) for an attempt that wants the readiness it runs on (a
+// readiness-only wait keeps it, so that its caller can clear exactly that
+// readiness later: detail::fd_ready_wait), else attempt().
+template <class Attempt>
+attempt_result run_attempt(Attempt& attempt, const ready_event& ev) {
+    if constexpr (std::is_invocable_v<Attempt&, const ready_event&>) return attempt(ev);
+    else return attempt();
+}
+
 // The loop above. `attempt` returns an attempt_result and throws
 // std::system_error on a failed syscall. Returns true when done.
 template <class Attempt>
@@ -170,7 +180,7 @@ bool drive(io_claim& c, context& cx, const char* what, Attempt&& attempt) {
                 if (is_closed(s, c.write)) throw_closed(what);
                 return false;
             }
-            switch (attempt()) {
+            switch (run_attempt(attempt, ev)) {
                 case attempt_result::done:
                     end_op(c);
                     return true;

@@ -1,13 +1,18 @@
 /* The C API from C: this file is compiled as C11 with -pedantic -Werror,
  * which proves aspen.h is valid C, and runs a small scenario on both kinds
  * of runtime: timers, joins, channels (with a small coop budget, and
- * closed by the receiver), the poll-time histogram and the paused clock.
- * Exits 0 on success, 1 (with the failed check) otherwise. */
+ * closed by the receiver), a readiness-only wait on a pipe, the poll-time
+ * histogram and the paused clock. Exits 0 on success, 1 (with the failed
+ * check) otherwise. */
+#define _POSIX_C_SOURCE 200809L /* pipe, read, write under -std=c11 */
+
 #include <aspen/aspen.h>
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static int failures = 0;
 
@@ -190,6 +195,63 @@ static void run_close(aspen_runtime* rt) {
     aspen_sender_free(tx);
 }
 
+/* Readiness only, as a language runtime that does its own read(2) uses
+ * it: the task waits until the pipe is readable (aspen_fd_ready_poll),
+ * reads until EAGAIN, clears the readiness (aspen_fd_clear_ready) and waits
+ * again. It writes each byte itself after it went pending with nothing
+ * left to read, so what wakes it is the reactor's edge. */
+struct own_reader {
+    aspen_fd* fd;
+    int write_end;
+    int wrote, got, pendings, eagains;
+};
+
+static aspen_status own_reader_poll(void* data, aspen_context* cx) {
+    struct own_reader* r = data;
+    for (;;) {
+        char c;
+        ssize_t n;
+        aspen_status st = aspen_fd_ready_poll(r->fd, ASPEN_FD_READ, cx);
+        if (st == ASPEN_PENDING) {
+            r->pendings++;
+            if (r->wrote == r->got && r->wrote < 2) {
+                if (write(r->write_end, "x", 1) != 1) return ASPEN_ERROR;
+                r->wrote++;
+            }
+            return st;
+        }
+        if (st != ASPEN_OK) return st;
+        n = read(aspen_fd_native(r->fd), &c, 1);
+        if (n == 1) {
+            if (++r->got == 2) return ASPEN_READY;
+            continue;
+        }
+        if (n < 0 && errno == EAGAIN) {
+            r->eagains++;
+            st = aspen_fd_clear_ready(r->fd, ASPEN_FD_READ);
+            if (st != ASPEN_OK) return st;
+            continue;
+        }
+        return ASPEN_ERROR;
+    }
+}
+
+static void run_ready(aspen_runtime* rt) {
+    int p[2];
+    struct own_reader r = {NULL, -1, 0, 0, 0, 0};
+    CHECK(pipe(p) == 0);
+    r.write_end = p[1];
+    CHECK(aspen_fd_adopt(p[0], &r.fd) == ASPEN_OK);
+    CHECK(aspen_fd_ready_poll(r.fd, 2, NULL) == ASPEN_EINVAL);
+    CHECK(aspen_fd_clear_ready(r.fd, ASPEN_FD_READ) == ASPEN_OK); /* nothing reported yet */
+    CHECK(aspen_block_on(rt, own_reader_poll, &r, NULL) == ASPEN_OK);
+    CHECK(r.got == 2);
+    CHECK(r.pendings >= 2); /* before each byte */
+    CHECK(r.eagains == 1);  /* between them, once: the clear made the next poll wait */
+    aspen_fd_free(r.fd);
+    close(p[1]);
+}
+
 /* With aspen_config.poll_time_histogram, after shutdown every poll is in
  * exactly one bucket. */
 static void check_histogram(aspen_runtime* rt) {
@@ -283,6 +345,7 @@ static void run_scenario(int current_thread, size_t workers) {
     run_channel(rt, 16);
     run_channel(rt, 0);
     run_close(rt);
+    run_ready(rt);
     check_histogram(rt);
     CHECK(aspen_runtime_free(rt) == ASPEN_OK);
 }

@@ -7,6 +7,7 @@
 #include <aspen/detail/io_handle.hpp>
 
 #include <concepts>
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
@@ -19,6 +20,41 @@ namespace detail {
 // in `result`.
 using fd_call = long long (*)(void* f, int fd);
 bool drive_fd(io_claim& c, context& cx, const char* what, fd_call call, void* f, long long& result);
+
+// What the reactor reported when a direction was found ready: its readiness
+// bits and the tick they were read at (src/io/reactor.hpp, "Readiness
+// protocol"). clear_fd_ready takes it to forget exactly that readiness.
+struct fd_readiness {
+    std::uint32_t ready = 0;
+    std::uint32_t tick = 0;
+};
+
+// A readiness-only wait on one direction of a descriptor, for code that
+// does its own syscalls (the C API's aspen_fd_ready_poll): the wait of
+// readiness_awaitable (aspen/detail/stream_ops.hpp), which keeps what the
+// reactor reported. poll() is a leaf poll: true once the direction is
+// ready (await_resume() then gives the report), false with cx's waker
+// stored. It holds the direction's slot while it waits, as any operation;
+// it may be moved until its first poll.
+class fd_ready_wait {
+public:
+    fd_ready_wait(io_source* s, bool write, const char* what) noexcept : claim_(s, write), what_(what) {}
+    fd_ready_wait(fd_ready_wait&&) noexcept = default;
+    bool poll(context& cx);  // src/io/async_fd.cpp
+    fd_readiness await_resume() const noexcept { return seen_; }
+
+private:
+    io_claim claim_;
+    const char* what_;
+    fd_readiness seen_;
+};
+
+// The caller's own syscall said EAGAIN after `seen` was reported: forget
+// that readiness, so that the next wait waits for a new edge, unless an
+// edge arrived since it was reported (then it stays). The report's bits
+// name its direction. No-op on a descriptor that is not registered
+// (nothing is cached). Any thread.
+void clear_fd_ready(io_source* s, fd_readiness seen) noexcept;
 }  // namespace detail
 
 // What read_with / write_with return; `co_await` it for f's result.
