@@ -4,6 +4,8 @@
 // kind of runtime (kind 0: current-thread; kind n: n workers).
 #include <aspen/aspen.h>
 
+#include "test_util.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -169,6 +171,85 @@ aspen_status parent_poll(void* d, aspen_context* cx) {
 }
 
 void drop_parent(void* d) { static_cast<parent*>(d)->drops.fetch_add(1, std::memory_order_relaxed); }
+
+// aspen_block_in_place: a C task spawns a child that sets a flag, then
+// blocks in place until the flag is set. The child waits on the task's own
+// worker: with one worker only the stand-in can run it, so the test hangs
+// into its watchdog if the worker is not handed off.
+struct in_place_task {
+    std::atomic<bool> flag{false};
+    aspen_join* child = nullptr;
+    aspen_status inner = ASPEN_ERROR;  // what aspen_block_in_place returned
+    std::string error;                 // aspen_last_error() right after it
+    bool foreign_calls_ok = false;     // a blocking call inside fn worked
+};
+
+aspen_status set_flag_poll(void* d, aspen_context*) {
+    static_cast<in_place_task*>(d)->flag.store(true);
+    return ASPEN_READY;
+}
+
+aspen_status nothing_poll(void*, aspen_context*) { return ASPEN_READY; }
+
+aspen_status wait_for_the_flag(void* d) {
+    auto* t = static_cast<in_place_task*>(d);
+    while (!t->flag.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return ASPEN_EINVAL;  // any status: it is the call's result
+}
+
+aspen_status in_place_poll(void* d, aspen_context* cx) {
+    auto* t = static_cast<in_place_task*>(d);
+    if (!t->child) {
+        aspen_runtime* rt = aspen_context_runtime(cx);
+        aspen_status s = aspen_spawn(rt, set_flag_poll, t, nullptr, &t->child);
+        if (s != ASPEN_OK) return s;
+        t->inner = aspen_block_in_place(wait_for_the_flag, t);
+        t->error = aspen_last_error();
+        // Inside fn the thread counts as a foreign one: aspen_block_on works.
+        struct ctx {
+            aspen_runtime* rt;
+            bool ok;
+        } c{rt, false};
+        aspen_block_in_place(
+            [](void* p) {
+                auto* c = static_cast<ctx*>(p);
+                c->ok = aspen_block_on(c->rt, nothing_poll, nullptr, nullptr) == ASPEN_OK;
+                return ASPEN_OK;
+            },
+            &c);
+        t->foreign_calls_ok = c.ok;
+    }
+    aspen_status s = aspen_join_poll(t->child, cx);
+    if (s == ASPEN_PENDING) return s;
+    aspen_join_free(t->child);
+    return s;
+}
+
+TEST_P(capi, BlockInPlaceRunsTheWorkersOtherTasks) {
+    in_place_task t;
+    aspen_status s = ASPEN_ERROR;
+    aspen_test::within(std::chrono::seconds(60), "aspen_block_in_place waiting for a task of its worker",
+                       [&] { s = aspen_block_on(rt, in_place_poll, &t, nullptr); });
+    if (GetParam() == 0) {
+        // A current-thread runtime's one thread runs every task: refused.
+        EXPECT_EQ(t.inner, ASPEN_MISUSE);
+        EXPECT_NE(t.error.find("current_thread"), std::string::npos) << t.error;
+        EXPECT_EQ(s, ASPEN_OK);  // the child ran after the task's first poll
+        return;
+    }
+    EXPECT_EQ(t.inner, ASPEN_EINVAL) << "fn's status is the call's";
+    EXPECT_TRUE(t.foreign_calls_ok);
+    EXPECT_EQ(s, ASPEN_OK);
+}
+
+TEST(capi_misuse, BlockInPlaceArguments) {
+    EXPECT_EQ(aspen_block_in_place(nullptr, nullptr), ASPEN_EINVAL);
+    EXPECT_STREQ(aspen_last_error(), "aspen_block_in_place: fn is NULL");
+    // On a foreign thread it just calls fn.
+    in_place_task t;
+    t.flag = true;
+    EXPECT_EQ(aspen_block_in_place(wait_for_the_flag, &t), ASPEN_EINVAL);
+}
 
 TEST_P(capi, SpawnAndJoinFromInsideATask) {
     parent p;

@@ -442,6 +442,18 @@ void aspen_fd_free(aspen_fd* fd);
 aspen_status aspen_spawn_blocking(aspen_runtime* rt, aspen_status (*fn)(void* data), void* data, aspen_drop_fn drop,
                                   aspen_join** out);
 
+/* As aspen::block_in_place: called inside a task's poll on a
+ * multi-threaded runtime, runs fn(data) on the calling thread while a
+ * stand-in thread takes over the worker and runs its other tasks (none of
+ * them waits for fn, also with one worker); fn may block, and it runs as
+ * on a foreign thread (aspen_blocking_send / recv, aspen_block_on,
+ * aspen_join_wait are allowed there). Returns fn's status. Starts a thread
+ * per call: for calls that block for long. Elsewhere (a foreign thread, an
+ * aspen_spawn_blocking function, inside another aspen_block_in_place) it
+ * just calls fn. On a current-thread runtime: ASPEN_MISUSE, fn not run; a
+ * stand-in that cannot start: ASPEN_ERROR, fn not run. */
+aspen_status aspen_block_in_place(aspen_status (*fn)(void* data), void* data);
+
 #ifdef __cplusplus
 }
 #endif

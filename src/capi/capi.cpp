@@ -19,6 +19,7 @@
 #include <aspen/aspen.h>
 
 #include <aspen/async_fd.hpp>
+#include <aspen/block_in_place.hpp>
 #include <aspen/coop.hpp>
 #include <aspen/current_thread_runtime.hpp>
 #include <aspen/errors.hpp>
@@ -1163,6 +1164,17 @@ aspen_status aspen_spawn_blocking(aspen_runtime* rt, aspen_status (*fn)(void* da
         if (s == ASPEN_OK && out) (*out)->blocking = std::move(call);
         return s;
     });
+}
+
+aspen_status aspen_block_in_place(aspen_status (*fn)(void* data), void* data) {
+    const char* what = "aspen_block_in_place";
+    if (!fn) return null_arg(what, "fn");
+    aspen_status result = ASPEN_OK;
+    aspen_status s = guarded(what, [&] {
+        result = aspen::block_in_place([&] { return fn(data); });
+        return ASPEN_OK;
+    });
+    return s == ASPEN_OK ? result : s;
 }
 
 }  // extern "C"
