@@ -2,7 +2,7 @@
  * which proves aspen.h is valid C, and runs a small scenario on both kinds
  * of runtime: timers, joins, channels (with a small coop budget, and
  * closed by the receiver), a readiness-only wait on a pipe, the poll-time
- * histogram and the paused clock. Exits 0 on success, 1 (with the failed
+ * histogram, the paused clock and aspen_block_in_place. Exits 0 on success, 1 (with the failed
  * check) otherwise. */
 #define _POSIX_C_SOURCE 200809L /* pipe, read, write under -std=c11 */
 
@@ -350,6 +350,40 @@ static void run_scenario(int current_thread, size_t workers) {
     CHECK(aspen_runtime_free(rt) == ASPEN_OK);
 }
 
+/* aspen_block_in_place from C: inside a task of a multi-threaded runtime
+ * the function's status comes back; on a current-thread one, ASPEN_MISUSE
+ * and the function does not run. */
+static aspen_status count_call(void* data) {
+    ++*(int*)data;
+    return ASPEN_EINVAL; /* any status: it is the call's result */
+}
+
+struct in_place {
+    int calls;
+    aspen_status got;
+};
+
+static aspen_status in_place_poll(void* data, aspen_context* cx) {
+    struct in_place* p = data;
+    (void)cx;
+    p->got = aspen_block_in_place(count_call, &p->calls);
+    return ASPEN_READY;
+}
+
+static void run_block_in_place(int current_thread) {
+    aspen_config cfg;
+    aspen_runtime* rt = NULL;
+    struct in_place p = {0, ASPEN_OK};
+    CHECK(aspen_config_init(&cfg) == ASPEN_OK);
+    cfg.current_thread = current_thread;
+    cfg.workers = 1;
+    CHECK(aspen_runtime_new(&cfg, &rt) == ASPEN_OK);
+    CHECK(aspen_block_on(rt, in_place_poll, &p, NULL) == ASPEN_OK);
+    CHECK(p.got == (current_thread ? ASPEN_MISUSE : ASPEN_EINVAL));
+    CHECK(p.calls == (current_thread ? 0 : 1));
+    CHECK(aspen_runtime_free(rt) == ASPEN_OK);
+}
+
 int main(void) {
     aspen_config cfg;
     aspen_runtime* rt = NULL;
@@ -362,6 +396,8 @@ int main(void) {
     run_scenario(0, 2);
     run_paused(1);
     run_paused(0);
+    run_block_in_place(0);
+    run_block_in_place(1);
     if (failures) return 1;
     puts("capi_c_test: ok");
     return 0;
