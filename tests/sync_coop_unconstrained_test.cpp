@@ -327,6 +327,44 @@ TEST_P(CoopUnconstrained, AbortedBodyLeavesTheAbortersBudgetAlone) {
     run(body(), "abort inside unconstrained");
 }
 
+// With its budget spent, an unconstrained task whose operation has to wait
+// waits (one poll, then idle until woken) instead of yielding first and
+// being polled again for nothing. Counted on one thread, where the order
+// of polls is fixed.
+TEST_P(CoopUnconstrained, OperationThatHasToWaitWaitsWithTheBudgetSpent) {
+    if (!one_thread()) GTEST_SKIP() << "counts every poll of the runtime: one thread only";
+    auto body = []() -> aspen::task<int> {
+        auto [tx, rx] = aspen::unbounded_channel<int>();
+        std::atomic<bool> waiting{false};
+        auto waiter = [](aspen::mpsc_receiver<int>& r, std::atomic<bool>& w) -> aspen::task<void> {
+            ready_ops ops;
+            aspen::task<bool> loop = ops.run(many);  // spends the whole budget
+            co_await std::move(loop);
+            w.store(true);
+            auto recv = r.recv();
+            std::optional<int> v = co_await recv;  // never sent: waits
+            (void)v;
+        };
+        co_await aspen::yield_now();
+        std::uint64_t before = polls_so_far();
+        auto h = aspen::spawn(aspen::unconstrained(waiter(rx, waiting)));
+        std::uint64_t own_polls = 0;
+        while (!waiting.load()) {
+            co_await aspen::yield_now();
+            ++own_polls;
+        }
+        for (int i = 0; i < 3; ++i) {  // room for a needless second poll
+            co_await aspen::yield_now();
+            ++own_polls;
+        }
+        EXPECT_EQ(polls_so_far() - before, own_polls + 1);  // the waiter's one poll
+        aspen::task<void> join = aspen_test::abort_and_join(h);
+        co_await std::move(join);
+        co_return 0;
+    };
+    run(body(), "a wait with the budget spent");
+}
+
 TEST_P(CoopUnconstrained, HasBudgetRemainingIsFalseAfterTheBudget) {
     auto body = []() -> aspen::task<int> {
         co_await aspen::yield_now();
