@@ -365,6 +365,85 @@ TEST_P(CoopUnconstrained, OperationThatHasToWaitWaitsWithTheBudgetSpent) {
     run(body(), "a wait with the budget spent");
 }
 
+// A task run nested in an unconstrained task's poll (its join ran the child
+// inline) shares that poll's budget, which the unconstrained body spent:
+// the child is constrained and finds it spent. The body never refills it.
+TEST_P(CoopUnconstrained, ChildRunNestedInAnUnconstrainedPollFindsTheBudgetSpent) {
+    if (!one_thread()) GTEST_SKIP() << "the child must run nested in the joiner's poll: one thread only";
+    auto child = []() -> aspen::task<bool> { co_return aspen::has_budget_remaining(); };
+    auto parent = [&child]() -> aspen::task<bool> {
+        ready_ops ops;
+        aspen::task<bool> loop = ops.run(many + 1);
+        co_await std::move(loop);
+        auto h = aspen::spawn(child());
+        co_return co_await h;  // the newest task of this thread: runs nested
+    };
+    auto body = [&parent]() -> aspen::task<int> {
+        co_await aspen::yield_now();
+        aspen::task<bool> u = aspen::unconstrained(parent());
+        bool child_had_budget = co_await std::move(u);
+        EXPECT_FALSE(child_had_budget);
+        co_return 0;
+    };
+    run(body(), "a child nested in an unconstrained poll");
+}
+
+// A body that ran a task nested (its join ran the child inline) ends in the
+// same poll but not in the same stretch: the child's spending was the
+// poll's, so the enclosing task keeps paying for it (else a loop of such
+// bodies could run children without end in one poll).
+TEST_P(CoopUnconstrained, BodyThatRanAChildNestedGivesNoRefund) {
+    if (!one_thread()) GTEST_SKIP() << "the child must run nested in the joiner's poll: one thread only";
+    auto child = []() -> aspen::task<void> {
+        for (int i = 0; i < 2; ++i) co_await aspen::consume_budget();
+    };
+    auto parent = [&child]() -> aspen::task<void> {
+        auto h = aspen::spawn(child());
+        co_await h;  // the newest task of this thread: runs nested, free
+    };
+    auto body = [&parent]() -> aspen::task<int> {
+        aspen::task<void> start = fresh_poll_then_spend_three();
+        co_await std::move(start);
+        aspen::task<void> u = aspen::unconstrained(parent());
+        co_await std::move(u);
+        aspen::task<void> check = expect_units_left(budget - 5, "after a body that ran a child nested");
+        co_await std::move(check);
+        co_return 0;
+    };
+    run(body(), "a body that ran a child nested");
+}
+
+// An unconstrained body that began in an earlier poll and ends while its
+// task runs nested in another task's poll (help while joining) gives that
+// poll nothing back: the joiner goes on with what it had, less the help's
+// unit. The order of the queue is the current_thread runtime's (a FIFO whose
+// newest entry a join takes).
+TEST(CoopUnconstrainedNested, BodyEndingInAJoinersPollGivesItNothing) {
+    aspen::current_thread_runtime rt(small_budget());
+    std::atomic<bool> flag{false};
+    auto target = [](std::atomic<bool>& f) -> aspen::task<void> {
+        while (!f.load()) co_await aspen::yield_now();
+    };
+    auto inner = []() -> aspen::task<void> { co_await aspen::yield_now(); };
+    auto helped = [&inner](std::atomic<bool>& f) -> aspen::task<void> {
+        aspen::task<void> u = aspen::unconstrained(inner());  // suspends inside, ends when helped
+        co_await std::move(u);
+        f.store(true);
+    };
+    auto body = [&]() -> aspen::task<int> {
+        auto d = aspen::spawn(target(flag));   // queue: d
+        auto c = aspen::spawn(helped(flag));   // queue: d c
+        co_await aspen::yield_now();           // d yields, c opens its scope and yields: r d c
+        for (int i = 0; i < 3; ++i) co_await aspen::consume_budget();
+        co_await d;  // helps c (newest, one unit), which ends its scope; then d, nested
+        aspen::task<void> check = expect_units_left(budget - 4, "after helping an unconstrained task");
+        co_await std::move(check);
+        co_await c;
+        co_return 0;
+    };
+    aspen_test::within(60s, "unconstrained body ending nested", [&] { rt.block_on(body()); });
+}
+
 TEST_P(CoopUnconstrained, HasBudgetRemainingIsFalseAfterTheBudget) {
     auto body = []() -> aspen::task<int> {
         co_await aspen::yield_now();
