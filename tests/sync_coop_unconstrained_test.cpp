@@ -102,6 +102,18 @@ aspen::task<void> fresh_poll_then_spend_three() {
     for (int i = 0; i < 3; ++i) co_await aspen::consume_budget();
 }
 
+// A fresh poll with 3 units spent, then inner under unconstrained; then
+// exactly `left` units must be left.
+aspen::task<int> around(aspen::task<void> inner, std::uint32_t left, const char* where) {
+    aspen::task<void> start = fresh_poll_then_spend_three();
+    co_await std::move(start);
+    aspen::task<void> u = aspen::unconstrained(std::move(inner));
+    co_await std::move(u);
+    aspen::task<void> check = expect_units_left(left, where);
+    co_await std::move(check);
+    co_return 0;
+}
+
 class CoopUnconstrained : public ::testing::TestWithParam<int> {
 protected:
     template <class T>
@@ -227,20 +239,11 @@ TEST_P(CoopUnconstrained, OptOutHoldsAcrossASuspensionAndEndsWithTheBody) {
         o.polls_in_second_loop = polls_so_far() - after_sleep;
         o.always = a && b;
     };
-    auto body = [&inner]() -> aspen::task<int> {
-        outcome o;
-        aspen::task<void> start = fresh_poll_then_spend_three();
-        co_await std::move(start);
-        aspen::task<void> u = aspen::unconstrained(inner(o));
-        co_await std::move(u);
-        EXPECT_TRUE(o.suspended);
-        EXPECT_EQ(o.polls_in_second_loop, 0u);
-        EXPECT_TRUE(o.always);
-        aspen::task<void> check = expect_units_left(budget, "after a body that suspended");
-        co_await std::move(check);
-        co_return 0;
-    };
-    run(body(), "unconstrained across a sleep");
+    outcome o;
+    run(around(inner(o), budget, "after a body that suspended"), "unconstrained across a sleep");
+    EXPECT_TRUE(o.suspended);
+    EXPECT_EQ(o.polls_in_second_loop, 0u);
+    EXPECT_TRUE(o.always);
 }
 
 // The inner scope's end must not end the outer one's opt-out.
@@ -259,19 +262,10 @@ TEST_P(CoopUnconstrained, NestedScopesHoldUntilTheOutermostEnds) {
         o.polls = polls_so_far() - before;
         o.always = a && b;
     };
-    auto body = [&outer]() -> aspen::task<int> {
-        outcome o;
-        aspen::task<void> start = fresh_poll_then_spend_three();
-        co_await std::move(start);
-        aspen::task<void> u = aspen::unconstrained(outer(o));
-        co_await std::move(u);
-        EXPECT_EQ(o.polls, 0u);
-        EXPECT_TRUE(o.always);
-        aspen::task<void> check = expect_units_left(budget - 3, "after nested scopes");
-        co_await std::move(check);
-        co_return 0;
-    };
-    run(body(), "nested unconstrained");
+    outcome o;
+    run(around(outer(o), budget - 3, "after nested scopes"), "nested unconstrained");
+    EXPECT_EQ(o.polls, 0u);
+    EXPECT_TRUE(o.always);
 }
 
 // A spawned task whose root is unconstrained: its scope is its whole life.
@@ -401,16 +395,7 @@ TEST_P(CoopUnconstrained, BodyThatRanAChildNestedGivesNoRefund) {
         auto h = aspen::spawn(child());
         co_await h;  // the newest task of this thread: runs nested, free
     };
-    auto body = [&parent]() -> aspen::task<int> {
-        aspen::task<void> start = fresh_poll_then_spend_three();
-        co_await std::move(start);
-        aspen::task<void> u = aspen::unconstrained(parent());
-        co_await std::move(u);
-        aspen::task<void> check = expect_units_left(budget - 5, "after a body that ran a child nested");
-        co_await std::move(check);
-        co_return 0;
-    };
-    run(body(), "a body that ran a child nested");
+    run(around(parent(), budget - 5, "after a body that ran a child nested"), "a body that ran a child nested");
 }
 
 // An unconstrained body that began in an earlier poll and ends while its
