@@ -2,11 +2,14 @@
 // inside unconstrained a task never yields because its coop budget is spent,
 // and when the unconstrained part ends (normally, by an exception, across
 // suspensions, nested, or destroyed by abort) the task is constrained again
-// with the budget coop.hpp promises. Every test runs on each runtime kind.
+// with the budget coop.hpp promises. The tests run on each runtime kind;
+// those about tasks run nested in another task's poll need one thread, where
+// the order of the queue is fixed, and skip the others.
 //
-// A yield is seen as a poll: these tests run one task at a time (the probe
-// only where it cannot run beside the loop), so the runtime's poll count
-// moves exactly when the task under test yields and is polled again.
+// A yield is seen as a poll: where a test counts polls, nothing else can be
+// polled meanwhile (a probe task only where it cannot run beside the loop),
+// so the runtime's poll count moves exactly when the task under test yields
+// and is polled again.
 #include "runtime_kinds.hpp"
 
 #include <aspen/aspen.hpp>
