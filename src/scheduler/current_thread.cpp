@@ -69,6 +69,7 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
     ctx.sched = this;
     ctx.worker = this;
     ctx.completions = &counters_.tasks_completed;
+    ctx.counters = &counters_;
     // seq_cst: see stopping_ set by a shutdown on another thread (above).
     while (!is_complete(root) && !stopping_.load(std::memory_order_seq_cst)) {
         task_header* t = next_task();

@@ -247,6 +247,7 @@ void multi_thread_scheduler::start_thread(worker& w) {
     ctx.sched = this;
     ctx.worker = &w;
     ctx.completions = &w.counters.tasks_completed;
+    ctx.counters = &w.counters;
     pthread_setname_np(pthread_self(), cfg_.thread_name.substr(0, 15).c_str());
     if (cfg_.on_thread_start) cfg_.on_thread_start(w.index);
 }

@@ -20,6 +20,8 @@
 
 namespace aspen::detail {
 
+struct worker_counters;  // multi_thread.hpp
+
 // A statistic written only by its worker thread (so no RMW), read by anyone.
 class counter {
 public:
@@ -221,6 +223,11 @@ struct thread_context {
     void* worker = nullptr;       // the scheduler's per-thread state
     task_header* current = nullptr;
     counter* completions = nullptr;  // the worker's tasks_completed
+    // The worker's metrics. Their counts of polls and of nested runs tell an
+    // aspen::unconstrained scope whether it ends in the stretch of a poll it
+    // began in (see unconstrained_scope in task_core.cpp), at no cost to
+    // the poll.
+    const worker_counters* counters = nullptr;
     std::uint32_t budget = 0;     // coop budget left in this poll
 };
 inline thread_local thread_context tls_context{};

@@ -237,10 +237,57 @@ bool poll_leaf_now(task_header& t, void* leaf, leaf_poll_fn poll) {
     return poll(leaf, cx);
 }
 
+namespace {
+// The poll's budget is spent: go on only inside aspen::unconstrained. Only
+// a spent budget asks, so the hot path is as before and an unconstrained
+// task pays this call per operation only once its budget is at zero. The
+// budget is never refilled: tasks run nested meanwhile share it, and must
+// still find it spent.
+[[gnu::cold, gnu::noinline]] bool unconstrained_now() noexcept {
+    task_header* t = tls_context.current;
+    return t && t->unconstrained != 0;
+}
+}  // namespace
+
 bool coop_try_consume() noexcept {
-    if (tls_context.budget == 0) return false;
+    if (tls_context.budget == 0) return unconstrained_now();
     --tls_context.budget;
     return true;
+}
+
+// Where the scope began is told by the worker's metrics, which count every
+// poll (polls) and every task run nested in one (inlined_joins). Equal
+// counts on the same worker when it ends: the task neither suspended nor
+// ran another task nested since, so it is in the same stretch of the same
+// poll, and the budget left when the scope began is still its own. The
+// counters are this thread's own (only their worker writes them), so their
+// relaxed loads (counter::get) read what this thread wrote last.
+unconstrained_scope::unconstrained_scope()
+    : task_(&require_current_task("aspen::unconstrained")),
+      counters_(tls_context.counters),
+      polls_(tls_context.counters ? tls_context.counters->polls.get() : 0),
+      nested_runs_(tls_context.counters ? tls_context.counters->inlined_joins.get() : 0),
+      budget_(tls_context.budget) {
+    ++task_->unconstrained;
+}
+
+unconstrained_scope::~unconstrained_scope() {
+    --task_->unconstrained;
+    // Destroyed by abort or shutdown: no poll of the task to give back to.
+    if (tls_context.current != task_) return;
+    const worker_counters* c = tls_context.counters;
+    bool same_worker = c && c == counters_;
+    if (same_worker && c->polls.get() == polls_ && c->inlined_joins.get() == nested_runs_) {
+        tls_context.budget = budget_;  // the same stretch: body is not charged
+    } else if (!task_->inline_parent && !(same_worker && c->polls.get() == polls_)) {
+        // A later poll of the task's own (not nested in a joiner's), which
+        // began with a full budget: nothing but body ran in it (and what
+        // body ran nested while joining).
+        tls_context.budget = task_->sched->coop_budget();
+    }
+    // Else the budget as it is, which body only lowered: the task runs
+    // nested in a joiner's poll, whose budget it shares, or body ran other
+    // tasks nested in this stretch, whose spending is the poll's.
 }
 
 // Suspends the current task behind all ready work on `leaf` (none: resume
@@ -255,7 +302,10 @@ void yield_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noe
 bool poll_budgeted_leaf(const char* what, void* leaf, leaf_poll_fn poll) {
     task_header& t = require_current_task(what);
     thread_context& c = tls_context;
-    if (c.budget == 0) return false;  // out of budget: suspend_budgeted_leaf yields
+    if (c.budget == 0) {
+        if (!unconstrained_now()) return false;  // out of budget: suspend_budgeted_leaf yields
+        return poll_leaf_now(t, leaf, poll);  // unconstrained: nothing to spend
+    }
     --c.budget;  // spent up front: most of these operations complete at once
     if (poll_leaf_now(t, leaf, poll)) return true;
     ++c.budget;  // waiting is not hogging the worker: the unit comes back
@@ -266,8 +316,9 @@ void suspend_budgeted_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn p
                            leaf_poll_fn poll_after_yield) noexcept {
     // Nothing ran since poll_budgeted_leaf returned false, and a leaf that
     // has to wait gets its unit back, so a budget of zero here means the
-    // leaf was not polled for lack of budget.
-    if (tls_context.budget != 0) return suspend_on_leaf(h, leaf, poll);
+    // leaf was not polled for lack of budget, unless the task is
+    // unconstrained (then it was polled, and waits).
+    if (tls_context.budget != 0 || unconstrained_now()) return suspend_on_leaf(h, leaf, poll);
     yield_on_leaf(h, leaf, poll_after_yield);
 }
 
@@ -787,3 +838,12 @@ void scheduler::cancel_all_tasks() {
 }
 
 }  // namespace aspen::detail
+
+namespace aspen {
+
+bool has_budget_remaining() noexcept {
+    using detail::tls_context;
+    return tls_context.budget != 0 || !tls_context.current || detail::unconstrained_now();
+}
+
+}  // namespace aspen

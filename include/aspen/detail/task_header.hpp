@@ -168,6 +168,11 @@ struct alignas(16) task_header {
     // from its final suspend and takes the outcome from the frame (see
     // "Adopted" above). Stays set once that run finished.
     bool adopted = false;
+    // How many aspen::unconstrained scopes of this task are open (nested
+    // ones count each): while non-zero, a spent coop budget does not make
+    // the task yield (aspen/coop.hpp). Only the task's own thread, which
+    // runs it, touches it.
+    std::uint32_t unconstrained = 0;
     // Last, in the padding the flags leave before the 16-byte size: the
     // hot fields keep their offsets.
     local_binding* locals = nullptr;    // task_local bindings, innermost first
