@@ -261,7 +261,11 @@ bool coop_try_consume() noexcept {
 // ran another task nested since, so it is in the same stretch of the same
 // poll, and the budget left when the scope began is still its own. The
 // counters are this thread's own (only their worker writes them), so their
-// relaxed loads (counter::get) read what this thread wrote last.
+// relaxed loads (counter::get) read what this thread wrote last. (A
+// block_in_place inside the stretch lends the worker to a stand-in, whose
+// polls move the counts: the scope then ends as in a later poll, giving
+// back a full budget; the join that took the worker back ordered those
+// writes before these loads.)
 unconstrained_scope::unconstrained_scope()
     : task_(&require_current_task("aspen::unconstrained")),
       counters_(tls_context.counters),
