@@ -11,7 +11,9 @@
 // the worker waits for `f`, also with one worker. Inside `f` the thread is
 // no longer a runtime thread: blocking calls are allowed (`blocking_recv`,
 // `runtime_handle::current().block_on(...)`), and `runtime_handle::current()`
-// names the runtime, as in a spawn_blocking function.
+// names the runtime, as in a spawn_blocking function. As there, the task's
+// task_local values are not visible inside `f` (read them before and
+// capture them), and `aspen::spawn` needs the handle's `spawn`.
 //
 // Elsewhere it just calls `f`: on a plain thread, in a spawn_blocking
 // function, inside another block_in_place, or on a worker outside a poll.
@@ -23,7 +25,9 @@
 // short ones (spawn_blocking then); the task itself stays on this thread and
 // cannot be aborted while `f` runs (an abort takes effect at its next
 // suspension, as always); `f`'s exception is rethrown to the task once the
-// place is back. If the stand-in thread cannot be started, the
+// place is back; a runtime shut down or destroyed meanwhile waits for `f`
+// to return (`shutdown_timeout` too: `f` runs on a worker's thread, which
+// shutdown joins). If the stand-in thread cannot be started, the
 // std::system_error is thrown before `f` runs.
 #pragma once
 
