@@ -19,6 +19,28 @@ namespace {
 }
 }  // namespace
 
+namespace detail {
+
+void spawn_on_blocking_owner(task_header* t) {
+    if (auto owner = blocking_thread_owner()) return runtime_handle(std::move(owner)).spawn_released(t, "aspen::spawn");
+    discard_unspawned(t);
+    throw std::logic_error(
+        "aspen::spawn: called outside a runtime (not in a task, on a runtime's thread, or in a spawn_blocking or "
+        "block_in_place function); use runtime::spawn or a runtime_handle");
+}
+
+// The link outlives the returned lock: the runtime keeps it until its
+// shutdown has cleared it, which waits for the lock.
+pinned_scheduler pin_blocking_owner(const char* what) {
+    if (auto owner = blocking_thread_owner()) return runtime_handle(std::move(owner)).pin(what);
+    throw std::logic_error(std::string(what) +
+                           ": called outside a runtime (not in a task, on a runtime's thread, or in a "
+                           "spawn_blocking or block_in_place function); use runtime::spawn_blocking or a "
+                           "runtime_handle");
+}
+
+}  // namespace detail
+
 runtime_handle runtime_handle::current() {
     if (detail::scheduler* s = detail::tls().sched) return runtime_handle(s->link());
     if (auto owner = detail::blocking_thread_owner()) return runtime_handle(std::move(owner));

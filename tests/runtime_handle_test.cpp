@@ -167,12 +167,58 @@ TEST_P(RuntimeHandle, CurrentInsideSpawnBlocking) {
     EXPECT_EQ(aspen_test::run_on(GetParam(), reach_runtime_from_blocking(block_on), "current() in spawn_blocking"), 42);
 }
 
+// As tokio::spawn / tokio::task::spawn_blocking inside spawn_blocking: the
+// free functions reach the runtime that runs the function, without a handle.
+aspen::task<int> spawn_from_blocking() {
+    auto outer = aspen::spawn_blocking([] {
+        aspen::join_handle<int> task = aspen::spawn(answer());
+        aspen::join_handle<int> job = aspen::spawn_blocking([] { return 8; });
+        return std::pair(std::move(task), std::move(job));
+    });
+    auto [task, job] = co_await outer;
+    int a = co_await task;
+    co_return a + co_await job;
+}
+
+TEST_P(RuntimeHandle, FreeSpawnInsideSpawnBlocking) {
+    EXPECT_EQ(aspen_test::run_on(GetParam(), spawn_from_blocking(), "aspen::spawn in spawn_blocking"), 50);
+}
+
+// And inside block_in_place's function (a multi-threaded runtime's).
+aspen::task<int> spawn_from_block_in_place() {
+    auto [task, job] = aspen::block_in_place([] {
+        aspen::join_handle<int> t = aspen::spawn(answer());
+        aspen::join_handle<int> j = aspen::spawn_blocking([] { return 8; });
+        return std::pair(std::move(t), std::move(j));
+    });
+    int a = co_await task;
+    co_return a + co_await job;
+}
+
+TEST_P(RuntimeHandle, FreeSpawnInsideBlockInPlace) {
+    if (GetParam() == 0) GTEST_SKIP() << "block_in_place needs a multi-threaded runtime";
+    EXPECT_EQ(aspen_test::run_on(GetParam(), spawn_from_block_in_place(), "aspen::spawn in block_in_place"), 50);
+}
+
+// On a plain thread there is no runtime to go to: std::logic_error, and the
+// task is destroyed unrun.
+TEST(RuntimeHandleMisuse, FreeSpawnOnAPlainThreadThrows) {
+    probe_counts c;
+    std::thread([&c] {
+        EXPECT_THROW((void)aspen::spawn(probed(c.make(), &c.ran)), std::logic_error);
+        EXPECT_THROW((void)aspen::spawn_blocking([] { return 1; }), std::logic_error);
+    }).join();
+    EXPECT_EQ(c.destroyed.load(), 1);
+    EXPECT_EQ(c.unrun.load(), 1);
+}
+
 // A blocking function that outlives its runtime (left behind by
 // shutdown_timeout) still gets a handle, whose calls are refused.
 TEST_P(RuntimeHandle, CurrentInsideSpawnBlockingAfterRuntimeIsGone) {
     struct shared {
         std::latch started{1}, release{1}, done{1};
         std::atomic<int> refused{0};
+        probe_counts probes;
     };
     auto st = std::make_shared<shared>();
     {
@@ -186,6 +232,18 @@ TEST_P(RuntimeHandle, CurrentInsideSpawnBlockingAfterRuntimeIsGone) {
             } catch (const aspen::runtime_shut_down&) {
                 st->refused.fetch_add(1);
             }
+            // The free functions too, which go through the same link (any
+            // other outcome is counted as not refused).
+            auto refused = [&st](auto&& call) {
+                try {
+                    call();
+                } catch (const aspen::runtime_shut_down&) {
+                    st->refused.fetch_add(1);
+                } catch (...) {
+                }
+            };
+            refused([&st] { (void)aspen::spawn(probed(st->probes.make(), &st->probes.ran)); });
+            refused([] { (void)aspen::spawn_blocking([] { return 1; }); });
             st->done.count_down();
         });
         j.detach();
@@ -194,7 +252,9 @@ TEST_P(RuntimeHandle, CurrentInsideSpawnBlockingAfterRuntimeIsGone) {
     }
     st->release.count_down();
     aspen_test::within(std::chrono::seconds(60), "the left-behind function", [&] { st->done.wait(); });
-    EXPECT_EQ(st->refused.load(), 1);
+    EXPECT_EQ(st->refused.load(), 3);
+    EXPECT_EQ(st->probes.destroyed.load(), 1);  // the refused task, unrun
+    EXPECT_EQ(st->probes.unrun.load(), 1);
 }
 
 // Every call through h throws runtime_shut_down; a task given is destroyed

@@ -43,12 +43,7 @@ class runtime_base;
 void check_blocking_allowed(const char* what);
 // The scheduler's run_until_complete (the type is private to the library).
 void run_until_complete_on(scheduler* s, task_header* t);
-
-// A runtime's scheduler, kept alive by the shared lock on its link.
-struct pinned_scheduler {
-    std::shared_lock<std::shared_mutex> lock;
-    scheduler* sched;
-};
+void spawn_on_blocking_owner(task_header* t);  // aspen/spawn.hpp
 
 // Starts t on s (spawn_root: refused once s shuts down).
 template <class T>
@@ -123,6 +118,8 @@ public:
 
 private:
     friend class detail::runtime_base;
+    friend void detail::spawn_on_blocking_owner(detail::task_header* t);
+    friend detail::pinned_scheduler detail::pin_blocking_owner(const char* what);
     explicit runtime_handle(std::shared_ptr<detail::runtime_link> link) noexcept : link_(std::move(link)) {}
 
     // The scheduler under a shared lock; throws std::logic_error (empty

@@ -1,5 +1,9 @@
 // aspen::spawn: from inside a task, run another task in parallel on the same
-// runtime. The new task goes to the current worker's next slot.
+// runtime. The new task goes to the current worker's next slot. As Tokio's
+// tokio::spawn it also works on a runtime's thread outside a task and inside
+// a spawn_blocking or block_in_place function (then onto that function's
+// runtime, through its injector; runtime_shut_down once it is shut down).
+// Elsewhere it throws std::logic_error: use runtime::spawn or a handle.
 #pragma once
 
 #include <aspen/detail/task_header.hpp>
@@ -10,6 +14,13 @@
 
 namespace aspen {
 
+namespace detail {
+// aspen::spawn's last resort: onto the runtime of this thread's
+// spawn_blocking or block_in_place function; otherwise t is destroyed and
+// std::logic_error thrown. (src/runtime_handle.cpp)
+void spawn_on_blocking_owner(task_header* t);
+}  // namespace detail
+
 template <class T>
 join_handle<T> spawn(task<T> t) {
     if (detail::polling_worker) [[likely]] {
@@ -18,9 +29,9 @@ join_handle<T> spawn(task<T> t) {
         return join_handle<T>(h);
     }
     detail::scheduler* s = detail::current_scheduler();
-    if (!s) throw std::logic_error("aspen::spawn: called outside a runtime; use runtime::spawn");
     detail::task_header* h = detail::release_task(std::move(t));
-    detail::spawn_root(s, h);
+    if (s) detail::spawn_root(s, h);
+    else detail::spawn_on_blocking_owner(h);
     return join_handle<T>(h);
 }
 

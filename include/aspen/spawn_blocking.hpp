@@ -48,6 +48,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -219,14 +220,28 @@ join_handle<blocking_result_t<F>> spawn_blocking_on(scheduler* s, F&& f) {
     return h;
 }
 
+// A runtime's scheduler, kept alive by the shared lock on its link.
+struct pinned_scheduler {
+    std::shared_lock<std::shared_mutex> lock;
+    scheduler* sched;
+};
+
+// Off a runtime's threads, inside a spawn_blocking or block_in_place
+// function: that runtime, pinned (runtime_shut_down once it is shut down).
+// Elsewhere std::logic_error naming `what`. (src/runtime_handle.cpp)
+pinned_scheduler pin_blocking_owner(const char* what);
+
 }  // namespace detail
 
-// From inside a task: runs f() on this runtime's blocking pool.
+// Runs f() on the blocking pool of the runtime this code runs in: from a
+// task, on a runtime's thread, or (as Tokio's) inside a spawn_blocking or
+// block_in_place function, where it goes to that function's runtime.
+// Elsewhere std::logic_error: use runtime::spawn_blocking or a handle.
 template <class F>
 join_handle<detail::blocking_result_t<F>> spawn_blocking(F&& f) {
-    detail::scheduler* s = detail::current_scheduler();
-    if (!s) throw std::logic_error("aspen::spawn_blocking: called outside a runtime; use runtime::spawn_blocking");
-    return detail::spawn_blocking_on(s, std::forward<F>(f));
+    if (detail::scheduler* s = detail::current_scheduler()) return detail::spawn_blocking_on(s, std::forward<F>(f));
+    detail::pinned_scheduler p = detail::pin_blocking_owner("aspen::spawn_blocking");
+    return detail::spawn_blocking_on(p.sched, std::forward<F>(f));
 }
 
 }  // namespace aspen
