@@ -127,6 +127,48 @@ TEST_P(BlockInPlace, NestedCallRunsTheFunction) {
     EXPECT_EQ(rt.block_on(nested()), 2);
 }
 
+// The function runs within its task's poll, so it sees the task's
+// task_local bindings (as in Tokio), a nested call's function too; a
+// sync_scope inside it hides them until it ends, and nothing of the
+// function's own stays bound once it returns. The thread's own list is back
+// as it was after the call.
+aspen::task_local<std::string> request_id;
+
+aspen::task<std::string> sees_the_tasks_bindings() {
+    std::string inside = aspen::block_in_place([] {
+        std::string seen = request_id.get();
+        seen += aspen::block_in_place([] { return "/" + request_id.get(); });
+        seen += request_id.sync_scope(std::string("inner"), [] { return "/" + request_id.get(); });
+        return seen + "/" + request_id.get();
+    });
+    co_return inside + "/" + request_id.get();
+}
+
+aspen::task<std::string> scoped_in_place() {
+    // Outside a scope, also inside a function.
+    bool unbound = aspen::block_in_place([] { return request_id.try_get() == nullptr; });
+    aspen::task<std::string> scoped = request_id.scope("req-9", sees_the_tasks_bindings());
+    std::string got = co_await std::move(scoped);
+    co_return (unbound ? "unbound/" : "bound/") + got;
+}
+
+TEST_P(BlockInPlace, TheFunctionSeesTheTasksTaskLocals) {
+    // The worker threads' own lists, outside tasks, once they stop: a list
+    // left pointing into the task's (a binding freed since) would show here.
+    static std::atomic<int> bound_at_stop{0};
+    bound_at_stop.store(0);
+    aspen::config cfg = workers(static_cast<std::size_t>(GetParam()));
+    cfg.on_thread_stop = [](std::size_t) {
+        if (request_id.try_get() != nullptr) bound_at_stop.fetch_add(1);
+    };
+    {
+        aspen::runtime rt(cfg);
+        EXPECT_EQ(rt.block_on(scoped_in_place()), "unbound/req-9/req-9/inner/req-9/req-9");
+    }
+    EXPECT_EQ(bound_at_stop.load(), 0);
+    EXPECT_EQ(request_id.try_get(), nullptr);  // this thread's list
+}
+
 // Many tasks hand their workers off at once, stand-ins among them (a task a
 // stand-in polls hands off again), each with children to run meanwhile:
 // every task and child ends exactly once.

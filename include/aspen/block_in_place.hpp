@@ -11,9 +11,10 @@
 // the worker waits for `f`, also with one worker. Inside `f` the thread is
 // no longer a runtime thread: blocking calls are allowed (`blocking_recv`,
 // `runtime_handle::current().block_on(...)`), and `runtime_handle::current()`
-// names the runtime, as in a spawn_blocking function. As there, the task's
-// task_local values are not visible inside `f` (read them before and
-// capture them), and `aspen::spawn` needs the handle's `spawn`.
+// names the runtime, as in a spawn_blocking function; `aspen::spawn` and
+// `aspen::spawn_blocking` go to that runtime. As in Tokio, `f` runs within
+// the task's poll, so it sees the task's task_local values (a sync_scope
+// inside `f` stacks on them and is gone when `f` returns).
 //
 // Elsewhere it just calls `f`: on a plain thread, in a spawn_blocking
 // function, inside another block_in_place, or on a worker outside a poll.

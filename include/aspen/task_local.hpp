@@ -26,6 +26,8 @@
 // the parent's frame going away when the parent is aborted). Bind in the
 // child instead: `aspen::spawn(request_id.scope(id, work()))`, or
 // `timeout(1s, request_id.scope(request_id.get(), work()))` (a copy).
+// A block_in_place function is no child: it runs within its task's poll
+// and sees the task's bindings, as in Tokio.
 // Only tasks are scoped; a leaf operation (a read, a sleep) reads no
 // bindings.
 //

@@ -522,11 +522,17 @@ void multi_thread_scheduler::block_in_place(void (*fn)(void*), void* arg) {
     std::exception_ptr error;
     const auto* owner = exchange_blocking_owner(&link());
     lending = this;
+    // fn runs within the task's poll, so it sees the task's task_local
+    // bindings (as in Tokio); its own sync_scopes stack on top and are gone
+    // when it returns. The task's list is not touched meanwhile: only this
+    // thread runs the task.
+    local_binding* thread_bindings = exchange_thread_bindings(saved.current ? saved.current->locals : nullptr);
     try {
         fn(arg);
     } catch (...) {
         error = std::current_exception();
     }
+    exchange_thread_bindings(thread_bindings);
     lending = nullptr;
     exchange_blocking_owner(owner);
     in_place_.fetch_sub(1, std::memory_order_seq_cst);  // seq_cst: as the add

@@ -212,6 +212,9 @@ inline bool try_spawn_root(scheduler* s, task_header* t) {
     s->schedule(t, schedule_kind::spawn);
     return true;
 }
+// Sets this thread's task_local list head (used outside tasks) and returns
+// the old one: block_in_place's function sees its task's bindings.
+local_binding* exchange_thread_bindings(local_binding* head) noexcept;
 enum class poll_outcome { idle, requeue, yield, complete };
 // Polls a task taken from a run queue (the caller holds the queue's ref).
 poll_outcome poll_task(task_header* t) noexcept;

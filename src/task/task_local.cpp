@@ -3,6 +3,8 @@
 
 #include <aspen/task_local.hpp>
 
+#include <utility>
+
 namespace aspen::detail {
 
 namespace {
@@ -17,6 +19,10 @@ local_binding** current_bindings() noexcept {
     // gave it an empty list.
     if (task_header* t = tls_context.current) return &t->locals;
     return &thread_bindings;
+}
+
+local_binding* exchange_thread_bindings(local_binding* head) noexcept {
+    return std::exchange(thread_bindings, head);
 }
 
 void* find_local(const void* key) noexcept {
