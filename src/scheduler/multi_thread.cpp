@@ -70,7 +70,13 @@ multi_thread_scheduler::multi_thread_scheduler(const config& cfg)
     workers_.reserve(cfg.workers);
     for (std::size_t i = 0; i < cfg.workers; ++i)
         workers_.push_back(std::make_unique<worker>(*this, i, cfg.local_queue_capacity));
-    for (auto& w : workers_) w->thread = std::thread([this, wp = w.get()] { run(*wp); });
+    for (auto& w : workers_) {
+        {
+            std::lock_guard lock(places_mutex_);
+            ++places_run_;
+        }
+        w->thread = std::thread([this, wp = w.get()] { run(*wp); });
+    }
 }
 
 multi_thread_scheduler::~multi_thread_scheduler() { shutdown(); }
@@ -240,6 +246,15 @@ void multi_thread_scheduler::run(worker& w) {
     start_thread(w);
     run_loop(w);
     stop_thread(w);
+    leave_place();
+}
+
+void multi_thread_scheduler::leave_place() {
+    {
+        std::lock_guard lock(places_mutex_);
+        --places_run_;
+    }
+    places_cv_.notify_all();
 }
 
 void multi_thread_scheduler::start_thread(worker& w) {
@@ -491,6 +506,20 @@ void multi_thread_scheduler::poll_after_send() {
 // that B polls may call block_in_place too: B hands w on to C with a flag
 // of its own and takes it back before that poll ends, so w.handback names
 // the flag of whichever loop runs w now, and A waits for B's poll to end.
+//
+// block_in_place and shutdown. fn may wait for the runtime's own tasks
+// (a handle's block_on, blocking_recv), which only shutdown's cancellation
+// ends once the workers stop; but shutdown joins A's thread, which returns
+// only after fn. So shutdown cancels the tasks before it joins, as soon as
+// no thread runs a worker place any more (places_run_ == 0, under
+// places_mutex_): every loop has stopped, and the threads still in fn
+// touch no place. Each place is counted once, for whichever thread runs
+// it: a lender's count passes to its stand-in and back. A stand-in whose
+// loop ended for shutdown while its lender's fn still ran (the hand-back
+// flag, read under the mutex, not set) lets go of w (uncounts it, sets
+// let_go); A, once fn returned and B is joined, then waits until shutdown
+// has cancelled the tasks (tasks_cancelled_early_) before it counts w
+// again and touches it. If nobody let go, shutdown goes as before.
 namespace {
 // The scheduler whose worker this thread lent out while fn runs: shutting
 // that runtime down from fn would join this very thread.
@@ -507,14 +536,24 @@ void multi_thread_scheduler::block_in_place(void (*fn)(void*), void* arg) {
     polling_worker = nullptr;
     const std::atomic<bool>* outer = w.handback;
     std::atomic<bool> handback{false};
+    bool let_go = false;  // written by B, read after joining it
     // seq_cst: a parker's auto-advance check reads it in the total order;
     // counted before the stand-in exists, so its first park sees it.
     in_place_.fetch_add(1, std::memory_order_seq_cst);
+    // The task that called us and the joiners it runs nested in: their polls
+    // stay open until fn returns (shutdown must not wait for them). This
+    // thread runs them, so it may read their links.
+    std::size_t num_held = 0;
+    {
+        std::lock_guard lock(places_mutex_);
+        for (task_header* t = saved.current; t; t = t->inline_parent, ++num_held) held_.push_back(t);
+    }
     std::thread stand_in_thread;
     try {
-        stand_in_thread = std::thread([this, &w, &handback] { stand_in(w, handback); });
+        stand_in_thread = std::thread([this, &w, &handback, &let_go] { stand_in(w, handback, let_go); });
     } catch (...) {
         in_place_.fetch_sub(1, std::memory_order_seq_cst);  // seq_cst: as the add
+        unhold(saved.current, num_held);
         tls() = saved;
         polling_worker = &w;
         throw;
@@ -541,19 +580,45 @@ void multi_thread_scheduler::block_in_place(void (*fn)(void*), void* arg) {
     handback.store(true, std::memory_order_release);
     if (idle_.unpark_self(w.index)) w.park.unpark(io_driver());
     stand_in_thread.join();
+    if (let_go) {
+        // Shutdown may be draining w's queues: wait until it is done.
+        std::unique_lock lock(places_mutex_);
+        places_cv_.wait(lock, [this] { return tasks_cancelled_early_; });
+        ++places_run_;
+    }
+    unhold(saved.current, num_held);
     w.handback = outer;
     tls() = saved;
     polling_worker = &w;
     if (error) std::rethrow_exception(error);
 }
 
-void multi_thread_scheduler::stand_in(worker& w, const std::atomic<bool>& handback) {
+void multi_thread_scheduler::stand_in(worker& w, const std::atomic<bool>& handback, bool& let_go) {
     start_thread(w);
     w.handback = &handback;
     run_loop(w);
     // Give w back as A left it: awake, not searching.
     found_work(w);
     stop_thread(w);
+    {
+        std::lock_guard lock(places_mutex_);
+        // acquire: as handback_requested. Not set: the loop ended for
+        // shutdown while fn runs; let go of w (see "block_in_place and
+        // shutdown"). Set: A runs w next, still counted.
+        if (handback.load(std::memory_order_acquire)) return;
+        let_go = true;
+        place_let_go_ = true;
+        --places_run_;
+    }
+    places_cv_.notify_all();
+}
+
+// Takes the num_held entries block_in_place added for `current` out of held_
+// (calls that overlap add and remove theirs in any order).
+void multi_thread_scheduler::unhold(task_header* current, std::size_t num_held) {
+    std::lock_guard lock(places_mutex_);
+    for (task_header* t = current; num_held != 0; t = t->inline_parent, --num_held)
+        held_.erase(std::find(held_.begin(), held_.end(), t));
 }
 
 bool multi_thread_scheduler::handback_requested(const worker& w) noexcept {
@@ -585,6 +650,21 @@ void multi_thread_scheduler::shutdown() {
     stopping_.store(true, std::memory_order_release);
     idle_.take_all_sleepers();
     for (auto& w : workers_) w->park.unpark(io_driver());
+    {
+        // See "block_in_place and shutdown".
+        std::unique_lock lock(places_mutex_);
+        places_cv_.wait(lock, [this] { return places_run_ == 0; });
+        if (place_let_go_) {
+            // No thread runs a place now, so none adds to held_ until the
+            // flag below is set.
+            std::vector<task_header*> held = held_;
+            lock.unlock();
+            cancel_tasks_not_held(held);
+            lock.lock();
+        }
+        tasks_cancelled_early_ = true;
+    }
+    places_cv_.notify_all();
     for (auto& w : workers_) w->thread.join();
     cancel_all_tasks();
 }

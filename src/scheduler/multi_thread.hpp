@@ -100,6 +100,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -196,7 +197,9 @@ private:
     void start_thread(worker& w);
     void run_loop(worker& w);
     void stop_thread(worker& w);
-    void stand_in(worker& w, const std::atomic<bool>& handback);
+    void stand_in(worker& w, const std::atomic<bool>& handback, bool& let_go);
+    void leave_place();
+    void unhold(task_header* current, std::size_t num_held);
     static bool handback_requested(const worker& w) noexcept;
     task_header* next_task(worker& w);
     task_header* pop_injector_batch(worker& w);
@@ -240,6 +243,21 @@ private:
     // block_in_place calls whose function runs: the paused clock must not
     // jump ahead meanwhile (that function is work the runtime waits for).
     std::atomic<std::uint32_t> in_place_{0};
+    // Shutdown while block_in_place functions run (multi_thread.cpp,
+    // "block_in_place and shutdown"), all guarded by places_mutex_: the
+    // worker places a thread runs (its loop, or its poll after a hand-back),
+    // the tasks held in those functions' polls,
+    // whether a stand-in let go of its place for shutdown while its lender's
+    // function ran, and whether shutdown has since cancelled the tasks (a
+    // lender may then run its place again). places_cv_ signals all three.
+    std::mutex places_mutex_;
+    std::condition_variable places_cv_;
+    std::size_t places_run_ = 0;
+    // The tasks whose polls are inside block_in_place functions now (each
+    // call's task and the joiners it runs nested in).
+    std::vector<task_header*> held_;
+    bool place_let_go_ = false;
+    bool tasks_cancelled_early_ = false;
     std::mutex shutdown_mutex_;
     bool shut_down_ = false;
 };

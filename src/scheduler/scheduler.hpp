@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <shared_mutex>
+#include <vector>
 
 namespace aspen::detail {
 
@@ -148,6 +149,11 @@ protected:
     // (through drain_queues) until both are empty. Callers: shutdown, once
     // no worker runs any more.
     void cancel_all_tasks();
+    // As cancel_all_tasks while some threads are still inside polls (a
+    // multi-threaded runtime's block_in_place functions): `held` lists the
+    // tasks of those polls (run or run nested there), which are only marked
+    // cancelled; returns once every task left is one of them.
+    void cancel_tasks_not_held(const std::vector<task_header*>& held);
     virtual bool drain_queues() = 0;  // true if it destroyed anything
     // Destroys a task taken out of a run queue (holding the queue's ref).
     static void destroy_queued(task_header* t) noexcept;

@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cstdio>
 #include <cstdlib>
@@ -837,6 +838,25 @@ void scheduler::cancel_all_tasks() {
         destroyed = drain_queues() || destroyed;
         if (live.empty() && !destroyed) return;
         // Nothing moved: a foreign thread still holds RUNNING on a task.
+        if (!destroyed) std::this_thread::yield();
+    }
+}
+
+void scheduler::cancel_tasks_not_held(const std::vector<task_header*>& held) {
+    registry_.close();
+    for (;;) {
+        bool destroyed = drain_queues();
+        bool waiting = false;
+        for (task_header* t : registry_.snapshot()) {
+            abort_task(t);  // idle: destroyed now; queued: the drain below does it; held: marked
+            // Any other task left is on its way into a queue (a spawn
+            // between registering and pushing), out of the registry, or
+            // being destroyed by another thread's abort: look again.
+            if (std::find(held.begin(), held.end(), t) == held.end()) waiting = true;
+            ref_dec(t);
+        }
+        destroyed = drain_queues() || destroyed;
+        if (!destroyed && !waiting) return;
         if (!destroyed) std::this_thread::yield();
     }
 }
