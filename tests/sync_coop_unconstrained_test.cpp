@@ -232,10 +232,16 @@ TEST_P(CoopUnconstrained, OptOutHoldsAcrossASuspensionAndEndsWithTheBody) {
         ready_ops ops;
         aspen::task<bool> first = ops.run(many);
         bool a = co_await std::move(first);
-        std::uint64_t before_sleep = polls_so_far();
-        aspen::sleep_awaitable nap = aspen::sleep(1ms);
-        co_await nap;
-        std::uint64_t after_sleep = polls_so_far();
+        // A sleep whose deadline passed before its first poll (the thread
+        // was preempted for a millisecond, as on a loaded machine) completes
+        // without suspending: sleep again until one did.
+        std::uint64_t before_sleep = 0, after_sleep = 0;
+        for (int tries = 0; tries < 100 && after_sleep == before_sleep; ++tries) {
+            before_sleep = polls_so_far();
+            aspen::sleep_awaitable nap = aspen::sleep(1ms);
+            co_await nap;
+            after_sleep = polls_so_far();
+        }
         o.suspended = after_sleep > before_sleep;
         aspen::task<bool> second = ops.run(many);
         bool b = co_await std::move(second);
