@@ -462,8 +462,10 @@ TEST(BlockInPlaceShutdownStress, DestructionWhileTheFunctionWaitsOnTheRuntime) {
                 rt.spawn(waits_on_the_runtime(via_channel, &entered, &outcome)).detach();
                 wait_for_flag(entered);
             });
-            // block_on: its task cancelled; blocking_recv: the sender gone.
-            EXPECT_EQ(outcome.load(), via_channel ? 4 : 2) << n << " workers";
+            // block_on: its task cancelled (or, had shutdown begun before
+            // it, refused); blocking_recv: the sender gone.
+            if (via_channel) EXPECT_EQ(outcome.load(), 4) << n << " workers";
+            else EXPECT_TRUE(outcome.load() == 2 || outcome.load() == 3) << n << " workers: " << outcome.load();
         }
     }
 }
