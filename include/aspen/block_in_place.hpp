@@ -26,9 +26,13 @@
 // short ones (spawn_blocking then); the task itself stays on this thread and
 // cannot be aborted while `f` runs (an abort takes effect at its next
 // suspension, as always); `f`'s exception is rethrown to the task once the
-// place is back; a runtime shut down or destroyed meanwhile waits for `f`
-// to return (`shutdown_timeout` too: `f` runs on a worker's thread, which
-// shutdown joins). If the stand-in thread cannot be started, the
+// place is back. A runtime shut down or destroyed meanwhile first stops
+// its workers and cancels every other task (so an `f` that waits on the
+// runtime, through a handle's block_on or a channel a task holds the other
+// end of, is released: task_cancelled, runtime_shut_down or a closed
+// channel), then waits for `f` to return (`shutdown_timeout` too: `f` runs
+// on a worker's thread, which shutdown joins); the calling task is
+// cancelled at its next suspension. If the stand-in thread cannot be started, the
 // std::system_error is thrown before `f` runs.
 #pragma once
 

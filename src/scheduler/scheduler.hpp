@@ -148,7 +148,7 @@ protected:
     // Cancels every registered task and destroys what the queues still hold
     // (through drain_queues) until both are empty. Callers: shutdown, once
     // no worker runs any more.
-    void cancel_all_tasks();
+    void cancel_all_tasks() { cancel_tasks_not_held({}); }
     // As cancel_all_tasks while some threads are still inside polls (a
     // multi-threaded runtime's block_in_place functions): `held` lists the
     // tasks of those polls (run or run nested there), which are only marked

@@ -826,22 +826,6 @@ void scheduler::destroy_queued(task_header* t) noexcept {
     poll_task(t);   // sees CANCELLED: destroys the frame, completes
 }
 
-void scheduler::cancel_all_tasks() {
-    registry_.close();
-    for (;;) {
-        bool destroyed = drain_queues();
-        std::vector<task_header*> live = registry_.snapshot();
-        for (task_header* t : live) {
-            abort_task(t);  // idle: destroyed now; queued: the drain below does it
-            ref_dec(t);
-        }
-        destroyed = drain_queues() || destroyed;
-        if (live.empty() && !destroyed) return;
-        // Nothing moved: a foreign thread still holds RUNNING on a task.
-        if (!destroyed) std::this_thread::yield();
-    }
-}
-
 void scheduler::cancel_tasks_not_held(const std::vector<task_header*>& held) {
     registry_.close();
     for (;;) {
@@ -850,14 +834,15 @@ void scheduler::cancel_tasks_not_held(const std::vector<task_header*>& held) {
         for (task_header* t : registry_.snapshot()) {
             abort_task(t);  // idle: destroyed now; queued: the drain below does it; held: marked
             // Any other task left is on its way into a queue (a spawn
-            // between registering and pushing), out of the registry, or
-            // being destroyed by another thread's abort: look again.
+            // between registering and pushing), out of the registry, being
+            // destroyed by another thread's abort, or RUNNING on a foreign
+            // thread: look again.
             if (std::find(held.begin(), held.end(), t) == held.end()) waiting = true;
             ref_dec(t);
         }
         destroyed = drain_queues() || destroyed;
         if (!destroyed && !waiting) return;
-        if (!destroyed) std::this_thread::yield();
+        if (!destroyed) std::this_thread::yield();  // nothing moved: let the others go on
     }
 }
 
