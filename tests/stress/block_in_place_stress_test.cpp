@@ -86,7 +86,13 @@ aspen::task<int> blocking_child(tally* t, counted, std::uint64_t ns) {
 }
 
 aspen::task<void> consumer(aspen::mpsc_receiver<int> rx, tally* t) {
-    while ((co_await rx.recv()).has_value()) t->received.fetch_add(1);
+    // Awaited into a variable, never in a condition: README, "Compiler
+    // caveats" (g++ 12 never runs the body of `while (co_await ...)`).
+    for (;;) {
+        std::optional<int> v = co_await rx.recv();
+        if (!v) break;
+        t->received.fetch_add(1);
+    }
 }
 
 aspen::task<void> actor(tally* t, counted, std::uint64_t key, aspen::mpsc_sender<int> tx) {
@@ -113,12 +119,16 @@ aspen::task<void> actor(tally* t, counted, std::uint64_t key, aspen::mpsc_sender
                 });
                 t->fn_returned.fetch_add(1);
                 if (v != 1) throw std::logic_error("block_in_place: wrong result");
-                if (remote && co_await *remote != 1) throw std::logic_error("remote spawn: wrong result");
+                if (remote) {
+                    int got = co_await *remote;
+                    if (got != 1) throw std::logic_error("remote spawn: wrong result");
+                }
                 break;
             }
             case 2: {  // a child run nested by this joiner hands off
                 auto h = aspen::spawn(blocking_child(t, token(t), r() % 20'000));
-                if (co_await h != 1) throw std::logic_error("blocking child: wrong result");
+                int got = co_await h;
+                if (got != 1) throw std::logic_error("blocking child: wrong result");
                 break;
             }
             case 3: {  // fan out for the thieves
@@ -136,7 +146,8 @@ aspen::task<void> actor(tally* t, counted, std::uint64_t key, aspen::mpsc_sender
             default: {  // bounded channel traffic (capacity 2: senders wait)
                 for (int k = 0; k < 3; ++k) {
                     // Cancel-safe: an aborted send sent nothing.
-                    if (co_await tx.send(k)) throw std::logic_error("channel closed early");
+                    auto back = co_await tx.send(k);
+                    if (back) throw std::logic_error("channel closed early");
                     t->sent.fetch_add(1);
                 }
                 break;
@@ -241,7 +252,10 @@ aspen::task<int> nested_blocker(int depth, tally* t, counted) {
     std::atomic<bool> sibling_ran{false};
     auto sibling = aspen::spawn(set_flag(&sibling_ran));
     int below = 0;
-    if (depth > 0) below = co_await aspen::spawn(nested_blocker(depth - 1, t, token(t)));
+    if (depth > 0) {
+        aspen::join_handle<int> child = aspen::spawn(nested_blocker(depth - 1, t, token(t)));
+        below = co_await child;
+    }
     t->fn_began.fetch_add(1);
     aspen::block_in_place([&] { wait_for_flag(sibling_ran); });
     t->fn_returned.fetch_add(1);
@@ -255,7 +269,8 @@ aspen::task<int> nested_joiners(tally* t, int n) {
     int sum = 0;
     for (auto& h : hs) sum += co_await h;
     // And one joined at once from here, nested in this poll.
-    sum += co_await aspen::spawn(nested_blocker(2, t, token(t)));
+    aspen::join_handle<int> last = aspen::spawn(nested_blocker(2, t, token(t)));
+    sum += co_await last;
     co_return sum;
 }
 
@@ -338,9 +353,11 @@ aspen::task<int> unconstrained_body(aspen::mpsc_receiver<int>* rx, tally* t, cou
         for (int k = 0; k < 50; ++k) co_await aspen::consume_budget();  // never yields here
         if (!aspen::has_budget_remaining()) throw std::logic_error("unconstrained: no budget left");
         switch (r() % 3) {
-            case 0:
-                if (co_await rx->recv()) ++got;
+            case 0: {
+                std::optional<int> v = co_await rx->recv();
+                if (v) ++got;
                 break;
+            }
             case 1:
                 co_await aspen::sleep(std::chrono::microseconds(r() % 300));
                 break;
@@ -355,7 +372,8 @@ aspen::task<int> unconstrained_body(aspen::mpsc_receiver<int>* rx, tally* t, cou
 }
 
 aspen::task<int> runs_unconstrained(aspen::mpsc_receiver<int> rx, tally* t, counted, std::uint64_t key) {
-    int got = co_await aspen::unconstrained(unconstrained_body(&rx, t, token(t), key));
+    aspen::task<int> body = aspen::unconstrained(unconstrained_body(&rx, t, token(t), key));
+    int got = co_await std::move(body);
     // Constrained again: the budget is back within one poll's.
     for (int k = 0; k < 3; ++k) co_await aspen::consume_budget();
     t->finished.fetch_add(1);
