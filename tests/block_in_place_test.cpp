@@ -1,7 +1,8 @@
 // aspen::block_in_place (as Tokio's task::block_in_place): the worker's
 // other tasks go on while the function blocks, also with one worker; the
 // function runs on the task's thread as on a plain thread; results,
-// exceptions, nesting, shutdown, the paused clock, and where it refuses.
+// exceptions, nesting, shutdown, the paused clock, where it refuses, and
+// the stand-in threads kept for the next call.
 #include "runtime_kinds.hpp"
 
 #include <aspen/aspen.hpp>
@@ -246,6 +247,78 @@ TEST(BlockInPlaceRefused, OnACurrentThreadRuntime) {
         EXPECT_NE(std::string(e.what()).find("current_thread"), std::string::npos) << e.what();
     }
     EXPECT_FALSE(ran);
+}
+
+// Stand-in threads are kept for reuse (blocking_keep_alive), as Tokio's
+// blocking threads. Every thread that runs a worker place (worker or
+// stand-in) is counted once when it first starts, and again when it ends
+// (a thread_local's destructor), so the tests see which threads exist.
+struct thread_census {
+    std::atomic<int> started{0}, ended{0};
+    std::size_t num_started() const { return static_cast<std::size_t>(started.load()); }
+};
+
+struct end_counter {
+    std::atomic<int>* ended = nullptr;
+    ~end_counter() {
+        if (ended) ended->fetch_add(1);
+    }
+};
+thread_local end_counter this_thread_end;
+
+aspen::config counted_threads(std::size_t n, thread_census* c) {
+    aspen::config cfg = workers(n);
+    // A thread's first start (a new thread's thread_local is empty; a
+    // thread id may be reused by a later thread, this may not).
+    cfg.on_thread_start = [c](std::size_t) {
+        if (this_thread_end.ended) return;
+        this_thread_end.ended = &c->ended;
+        c->started.fetch_add(1);
+    };
+    return cfg;
+}
+
+aspen::task<void> calls_in_a_row(int n) {
+    for (int i = 0; i < n; ++i) aspen::block_in_place([] {});
+    co_return;
+}
+
+TEST(BlockInPlaceStandIns, CallsInARowReuseOneThread) {
+    thread_census c;
+    {
+        aspen::runtime rt(counted_threads(1, &c));
+        rt.block_on(calls_in_a_row(100));
+        // The worker's own thread and one stand-in, not one per call.
+        EXPECT_EQ(c.num_started(), 2u);
+        EXPECT_EQ(c.ended.load(), 0);  // the stand-in waits for the next call
+    }
+    EXPECT_EQ(c.ended.load(), 2);
+}
+
+TEST(BlockInPlaceStandIns, AnIdleStandInEndsAfterTheKeepAlive) {
+    thread_census c;
+    aspen::config cfg = counted_threads(1, &c);
+    cfg.blocking_keep_alive = 1ms;
+    aspen::runtime rt(cfg);
+    rt.block_on(calls_in_a_row(3));
+    within(60s, "the idle stand-in ending", [&] {
+        while (c.ended.load() != 1) std::this_thread::sleep_for(1ms);
+    });
+    // A call after that starts a new one.
+    rt.block_on(calls_in_a_row(1));
+    EXPECT_EQ(c.num_started(), 3u);
+}
+
+TEST(BlockInPlaceStandIns, DestructionEndsEveryStandIn) {
+    thread_census c;
+    {
+        aspen::runtime rt(counted_threads(4, &c));  // keep-alive 10 s
+        std::atomic<long> runs{0}, done{0};
+        rt.block_on(many(&runs, &done, 50));  // calls at once: several stand-ins
+        EXPECT_EQ(done.load(), 50);
+        EXPECT_GT(c.num_started(), 5u);
+    }
+    EXPECT_EQ(static_cast<std::size_t>(c.ended.load()), c.num_started());
 }
 
 TEST(BlockInPlaceOutside, OnAPlainThreadJustCallsTheFunction) {

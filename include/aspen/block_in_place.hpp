@@ -21,9 +21,12 @@
 // On a current_thread runtime, whose one thread runs every task, it throws
 // std::logic_error (as Tokio panics there): use spawn_blocking.
 //
-// Costs and limits: a thread is started for every call that hands off (tens
-// of microseconds), so it is for calls that block for long, not a loop of
-// short ones (spawn_blocking then); the task itself stays on this thread and
+// Costs and limits: the stand-in is a thread kept for the next call, as
+// Tokio keeps its blocking threads (one is started when none is idle, and
+// an idle one ends after config::blocking_keep_alive, or when the runtime
+// shuts down); a hand-off and its hand-back still cost a few thread wake-ups,
+// so it is for calls that block, not for a loop of short ones (spawn_blocking
+// or plain code then); the task itself stays on this thread and
 // cannot be aborted while `f` runs (an abort takes effect at its next
 // suspension, as always); `f`'s exception is rethrown to the task once the
 // place is back. A runtime shut down or destroyed meanwhile first stops

@@ -44,7 +44,8 @@ struct config {
     std::uint32_t max_next_slot_runs = 3;
     // Threads of the spawn_blocking pool: started on demand up to this many
     // (further blocking tasks queue), each ends after blocking_keep_alive
-    // without work.
+    // without work. block_in_place's stand-in threads (not limited: each
+    // call needs one at once) are kept for as long.
     std::size_t max_blocking_threads = 512;
     std::chrono::nanoseconds blocking_keep_alive = std::chrono::seconds(10);
     // Name given to worker threads (the OS keeps the first 15 characters).

@@ -66,7 +66,7 @@ multi_thread_scheduler::worker::worker(multi_thread_scheduler& s, std::size_t i,
       batch(capacity / 2 + 1) {}
 
 multi_thread_scheduler::multi_thread_scheduler(const config& cfg)
-    : scheduler(cfg, cfg.workers + 1), cfg_(cfg), idle_(cfg.workers) {
+    : scheduler(cfg, cfg.workers + 1), cfg_(cfg), idle_(cfg.workers), stand_ins_(cfg.blocking_keep_alive) {
     workers_.reserve(cfg.workers);
     for (std::size_t i = 0; i < cfg.workers; ++i)
         workers_.push_back(std::make_unique<worker>(*this, i, cfg.local_queue_capacity));
@@ -537,22 +537,27 @@ void multi_thread_scheduler::block_in_place(void (*fn)(void*), void* arg) {
     const std::atomic<bool>* outer = w.handback;
     std::atomic<bool> handback{false};
     bool let_go = false;  // written by B, read after joining it
-    // seq_cst: a parker's auto-advance check reads it in the total order;
-    // counted before the stand-in exists, so its first park sees it.
-    in_place_.fetch_add(1, std::memory_order_seq_cst);
     // The task that called us and the joiners it runs nested in: their polls
     // stay open until fn returns (shutdown must not wait for them). This
     // thread runs them, so it may read their links.
     std::size_t num_held = 0;
-    {
-        std::lock_guard lock(places_mutex_);
-        for (task_header* t = saved.current; t; t = t->inline_parent, ++num_held) held_.push_back(t);
-    }
-    std::thread stand_in_thread;
+    stand_in_args args{this, &w, &handback, &let_go};
+    thread_cache::job stand_in_job(&run_stand_in, &args);
     try {
-        stand_in_thread = std::thread([this, &w, &handback, &let_go] { stand_in(w, handback, let_go); });
-    } catch (...) {
-        in_place_.fetch_sub(1, std::memory_order_seq_cst);  // seq_cst: as the add
+        {
+            std::lock_guard lock(places_mutex_);
+            for (task_header* t = saved.current; t; t = t->inline_parent, ++num_held) held_.push_back(t);
+        }
+        // seq_cst: a parker's auto-advance check reads it in the total order;
+        // counted before the stand-in exists, so its first park sees it.
+        in_place_.fetch_add(1, std::memory_order_seq_cst);
+        try {
+            stand_ins_.start(stand_in_job);
+        } catch (...) {
+            in_place_.fetch_sub(1, std::memory_order_seq_cst);  // seq_cst: as the add
+            throw;
+        }
+    } catch (...) {  // no memory for held_, or no thread: f has not run
         unhold(saved.current, num_held);
         tls() = saved;
         polling_worker = &w;
@@ -579,7 +584,7 @@ void multi_thread_scheduler::block_in_place(void (*fn)(void*), void* arg) {
     // mutex in unpark_self / to_parked orders the flag for the park race.
     handback.store(true, std::memory_order_release);
     if (idle_.unpark_self(w.index)) w.park.unpark(io_driver());
-    stand_in_thread.join();
+    stand_in_job.wait();  // B is done with w and with our locals
     if (let_go) {
         // Shutdown may be draining w's queues: wait until it is done.
         std::unique_lock lock(places_mutex_);
@@ -591,6 +596,11 @@ void multi_thread_scheduler::block_in_place(void (*fn)(void*), void* arg) {
     tls() = saved;
     polling_worker = &w;
     if (error) std::rethrow_exception(error);
+}
+
+void multi_thread_scheduler::run_stand_in(void* arg) {
+    auto* a = static_cast<stand_in_args*>(arg);
+    a->self->stand_in(*a->w, *a->handback, *a->let_go);
 }
 
 void multi_thread_scheduler::stand_in(worker& w, const std::atomic<bool>& handback, bool& let_go) {
@@ -666,6 +676,7 @@ void multi_thread_scheduler::shutdown() {
     }
     places_cv_.notify_all();
     for (auto& w : workers_) w->thread.join();
+    stand_ins_.close();  // every stand-in's job ended before its lender's
     cancel_all_tasks();
 }
 

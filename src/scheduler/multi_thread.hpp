@@ -96,6 +96,7 @@
 #include "scheduler/local_queue.hpp"
 #include "scheduler/park.hpp"
 #include "scheduler/scheduler.hpp"
+#include "scheduler/thread_cache.hpp"
 
 #include <array>
 #include <atomic>
@@ -198,6 +199,13 @@ private:
     void run_loop(worker& w);
     void stop_thread(worker& w);
     void stand_in(worker& w, const std::atomic<bool>& handback, bool& let_go);
+    struct stand_in_args {
+        multi_thread_scheduler* self;
+        worker* w;
+        const std::atomic<bool>* handback;
+        bool* let_go;
+    };
+    static void run_stand_in(void* args);  // a thread_cache job
     void leave_place();
     void unhold(task_header* current, std::size_t num_held);
     static bool handback_requested(const worker& w) noexcept;
@@ -243,6 +251,8 @@ private:
     // block_in_place calls whose function runs: the paused clock must not
     // jump ahead meanwhile (that function is work the runtime waits for).
     std::atomic<std::uint32_t> in_place_{0};
+    // The stand-ins' threads, kept blocking_keep_alive for the next call.
+    thread_cache stand_ins_;
     // Shutdown while block_in_place functions run (multi_thread.cpp,
     // "block_in_place and shutdown"), all guarded by places_mutex_: the
     // worker places a thread runs (its loop, or its poll after a hand-back),
