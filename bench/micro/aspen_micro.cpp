@@ -55,6 +55,13 @@ aspen::task<void> spawn_await(benchmark::State& state) {
     benchmark::DoNotOptimize(sum);
 }
 
+// block_in_place with an empty function: the hand-off to a stand-in
+// thread and back (kept stand-ins: a wake-up each way, no thread start).
+aspen::task<void> block_in_place_round_trip(benchmark::State& state) {
+    for (auto _ : state) aspen::block_in_place([] {});
+    co_return;
+}
+
 // yield_now: the task goes behind the ready work (none here) and is polled
 // again.
 aspen::task<void> yield_round_trip(benchmark::State& state) {
@@ -152,6 +159,7 @@ void BM_SpawnAwait_OneWorker(benchmark::State& state) { on_one_worker(state, spa
 void BM_YieldNow_CurrentThread(benchmark::State& state) { on_current_thread(state, yield_round_trip); }
 void BM_YieldNow_OneWorker(benchmark::State& state) { on_one_worker(state, yield_round_trip); }
 void BM_ChannelSendRecv(benchmark::State& state) { on_current_thread(state, channel_send_recv); }
+void BM_BlockInPlace_OneWorker(benchmark::State& state) { on_one_worker(state, block_in_place_round_trip); }
 void BM_MutexLockUnlock(benchmark::State& state) { on_current_thread(state, mutex_lock_unlock); }
 
 // The frame pool alone: what a coroutine frame's allocation and free cost
@@ -174,6 +182,7 @@ BENCHMARK(BM_YieldNow_OneWorker)->UseRealTime();
 BENCHMARK(BM_ChannelSendRecv);
 BENCHMARK(BM_MutexLockUnlock);
 BENCHMARK(BM_WakeFromAnotherThread_OneWorker)->UseRealTime();
+BENCHMARK(BM_BlockInPlace_OneWorker)->UseRealTime();
 
 }  // namespace
 

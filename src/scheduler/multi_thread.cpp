@@ -492,17 +492,20 @@ void multi_thread_scheduler::poll_after_send() {
 // state, counters) is run by one thread at a time. The thread whose poll
 // calls block_in_place (A) publishes its next slot and staged tasks, lets
 // go of the worker (its thread context is cleared: to fn it is a plain
-// thread) and starts a stand-in thread (B), which runs the ordinary worker
-// loop on w; starting the thread orders A's writes to w before B's. A runs
-// fn. To take the worker back, A stores the hand-back flag (release), then,
+// thread) and hands a stand-in job to a kept thread (B; thread_cache.hpp),
+// which runs the ordinary worker loop on w; the cache's mutex orders A's
+// writes to w before B's. A runs fn. If fn ends before B has begun the job,
+// A takes the job back under that mutex (retract) and B never touches w.
+// Otherwise, to take the worker back, A stores the hand-back flag (release), then,
 // if w is listed as a sleeper, takes it off (unpark_self: counted unparked
 // and searching, as a notifier does) and unparks it. B checks the flag at
 // the loop's head, and in park() after it listed itself as a sleeper. Both
 // lists change under idle_'s mutex, so either A's look came first in that
 // mutex's order and B's check after its to_parked sees the flag, or B was
 // listed first and A unparks it: no hand-back is lost. B stops searching
-// if it was (as found_work: the chain wake) and ends; A joins it, which
-// orders B's writes to w before A's, and goes on with its poll. A task
+// if it was (as found_work: the chain wake) and ends its job; A waits for
+// that (the job's semaphore orders B's writes to w before A's) and goes on
+// with its poll. A task
 // that B polls may call block_in_place too: B hands w on to C with a flag
 // of its own and takes it back before that poll ends, so w.handback names
 // the flag of whichever loop runs w now, and A waits for B's poll to end.
@@ -580,6 +583,18 @@ void multi_thread_scheduler::block_in_place(void (*fn)(void*), void* arg) {
     lending = nullptr;
     exchange_blocking_owner(owner);
     in_place_.fetch_sub(1, std::memory_order_seq_cst);  // seq_cst: as the add
+    // A short fn may end before B has begun: then B never touches w (nor
+    // places_run_), and A goes on without the hand-back's wake-ups.
+    if (!stand_ins_.retract(stand_in_job)) take_place_back(w, handback, stand_in_job, let_go);
+    unhold(saved.current, num_held);
+    w.handback = outer;
+    tls() = saved;
+    polling_worker = &w;
+    if (error) std::rethrow_exception(error);
+}
+
+void multi_thread_scheduler::take_place_back(worker& w, std::atomic<bool>& handback, thread_cache::job& stand_in_job,
+                                             const bool& let_go) {
     // release: nothing of A's needs publishing to B (B only leaves); the
     // mutex in unpark_self / to_parked orders the flag for the park race.
     handback.store(true, std::memory_order_release);
@@ -591,11 +606,6 @@ void multi_thread_scheduler::block_in_place(void (*fn)(void*), void* arg) {
         places_cv_.wait(lock, [this] { return tasks_cancelled_early_; });
         ++places_run_;
     }
-    unhold(saved.current, num_held);
-    w.handback = outer;
-    tls() = saved;
-    polling_worker = &w;
-    if (error) std::rethrow_exception(error);
 }
 
 void multi_thread_scheduler::run_stand_in(void* arg) {

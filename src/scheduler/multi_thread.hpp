@@ -206,6 +206,9 @@ private:
         bool* let_go;
     };
     static void run_stand_in(void* args);  // a thread_cache job
+    // block_in_place after fn, when B has begun: asks B for w and waits.
+    void take_place_back(worker& w, std::atomic<bool>& handback, thread_cache::job& stand_in_job,
+                         const bool& let_go);
     void leave_place();
     void unhold(task_header* current, std::size_t num_held);
     static bool handback_requested(const worker& w) noexcept;

@@ -25,6 +25,17 @@ void thread_cache::start(job& j) {
     slots_.push_back(std::move(s));
 }
 
+bool thread_cache::retract(job& j) noexcept {
+    std::lock_guard lock(m_);
+    for (auto& s : slots_) {
+        if (s->next != &j) continue;
+        s->next = nullptr;
+        idle_.push_back(s.get());  // within the reserved capacity
+        return true;
+    }
+    return false;
+}
+
 void thread_cache::thread_main(slot* s) {
     std::unique_lock lock(m_);
     for (;;) {

@@ -43,6 +43,10 @@ public:
     // Runs j.fn(j.arg) on a cached or new thread. Throws (std::system_error,
     // std::bad_alloc) when no thread can be had: j is not run then.
     void start(job& j);
+    // Takes j back if no thread has begun it yet (its thread goes back to
+    // idle, or, a new one, starts idle): true then, and j never runs.
+    // False: it has begun; wait() for it.
+    bool retract(job& j) noexcept;
     // Ends the idle threads and joins all. No job may run or start meanwhile.
     void close() noexcept;
 
