@@ -539,7 +539,7 @@ void multi_thread_scheduler::block_in_place(void (*fn)(void*), void* arg) {
     polling_worker = nullptr;
     const std::atomic<bool>* outer = w.handback;
     std::atomic<bool> handback{false};
-    bool let_go = false;  // written by B, read after joining it
+    bool let_go = false;  // written by B, read after its job ended
     // The task that called us and the joiners it runs nested in: their polls
     // stay open until fn returns (shutdown must not wait for them). This
     // thread runs them, so it may read their links.
