@@ -21,22 +21,27 @@ namespace {
 
 namespace detail {
 
+namespace {
+// The free functions' misuse: no runtime to go to on this thread.
+[[noreturn]] void throw_no_runtime(const char* what, const char* instead) {
+    throw std::logic_error(std::string(what) +
+                           ": called outside a runtime (not in a task, on a runtime's thread, or in a "
+                           "spawn_blocking or block_in_place function); use " +
+                           instead + " or a runtime_handle");
+}
+}  // namespace
+
 void spawn_on_blocking_owner(task_header* t) {
     if (auto owner = blocking_thread_owner()) return runtime_handle(std::move(owner)).spawn_released(t, "aspen::spawn");
     discard_unspawned(t);
-    throw std::logic_error(
-        "aspen::spawn: called outside a runtime (not in a task, on a runtime's thread, or in a spawn_blocking or "
-        "block_in_place function); use runtime::spawn or a runtime_handle");
+    throw_no_runtime("aspen::spawn", "runtime::spawn");
 }
 
 // The link outlives the returned lock: the runtime keeps it until its
 // shutdown has cleared it, which waits for the lock.
 pinned_scheduler pin_blocking_owner(const char* what) {
     if (auto owner = blocking_thread_owner()) return runtime_handle(std::move(owner)).pin(what);
-    throw std::logic_error(std::string(what) +
-                           ": called outside a runtime (not in a task, on a runtime's thread, or in a "
-                           "spawn_blocking or block_in_place function); use runtime::spawn_blocking or a "
-                           "runtime_handle");
+    throw_no_runtime(what, "runtime::spawn_blocking");
 }
 
 }  // namespace detail
