@@ -28,6 +28,14 @@
 // task that awaits it and stays with it, as a socket does
 // (aspen/net/tcp.hpp); destroying it while a task waits in recv makes that
 // recv throw std::system_error(ECANCELED).
+//
+// Under ThreadSanitizer a handler runs only when the thread the kernel
+// picked reaches an intercepted call or an atomic access, and a thread
+// asleep in a raw futex wait (a parked worker, a thread in block_on) may
+// not wake for it: a signal sent to the whole process can then be late or
+// lost. A program run under TSan should block its signals on such threads
+// (pthread_sigmask) or send them to a thread that runs; tests/signal_test.cpp
+// does so. Without TSan the handler runs at once on whichever thread.
 #pragma once
 
 #include <aspen/detail/io_handle.hpp>
