@@ -223,6 +223,24 @@ TEST(BlockingPool, IdleThreadsEndAfterKeepAlive) {
     EXPECT_EQ(v, 3);
 }
 
+// The longest keep-alive the config takes (nanoseconds::max()) keeps an
+// idle thread until shutdown. Its deadline once overflowed the clock: the
+// thread ended at once (and UBSan reports the signed overflow).
+TEST(BlockingPool, TheLongestKeepAliveKeepsTheThreadUntilShutdown) {
+    wait_no_blocking_threads();
+    aspen::config cfg = workers(1);
+    cfg.blocking_keep_alive = std::chrono::nanoseconds::max();
+    {
+        aspen::runtime rt(cfg);
+        int v = 0;
+        within(60s, "one blocking call", [&] { v = rt.block_on(await_handle(rt.spawn_blocking([] { return 5; }))); });
+        EXPECT_EQ(v, 5);
+        std::this_thread::sleep_for(50ms);  // an ended thread would be gone by now
+        EXPECT_EQ(aspen::detail::blocking_threads_alive(), 1u);
+    }
+    within(60s, "shutdown ends the kept thread", [] { wait_no_blocking_threads(); });
+}
+
 aspen::task<bool> is_cancelled(aspen::join_handle<void> h) {
     try {
         co_await h;

@@ -1,6 +1,6 @@
 // The spawn_blocking pool; the protocol is described in blocking_pool.hpp.
 #include "blocking/blocking_pool.hpp"
-
+#include "blocking/keep_alive.hpp"
 #include "scheduler/scheduler.hpp"
 
 #include <pthread.h>
@@ -25,7 +25,7 @@ std::size_t blocking_threads_alive() noexcept {
 }
 
 struct blocking_pool::state {
-    state(std::size_t max, std::chrono::nanoseconds keep) : max_threads(max), keep_alive(keep) {}
+    state(std::size_t max, std::chrono::nanoseconds keep) : max_threads(max), keep_alive(bounded_keep_alive(keep)) {}
 
     std::mutex m;
     std::condition_variable work;    // a job was queued, or shutdown

@@ -1,5 +1,7 @@
 #include "scheduler/thread_cache.hpp"
 
+#include "blocking/keep_alive.hpp"
+
 #include <algorithm>
 #include <utility>
 
@@ -52,9 +54,7 @@ void thread_cache::thread_main(slot* s) {
             continue;
         }
         if (closed_) break;
-        // An overlong keep-alive waits as if forever (and cannot overflow).
-        auto wait = std::min<std::chrono::nanoseconds>(keep_alive_, std::chrono::hours(24 * 365));
-        if (s->cv.wait_for(lock, wait, [&] { return s->next || closed_; })) continue;
+        if (s->cv.wait_for(lock, bounded_keep_alive(keep_alive_), [&] { return s->next || closed_; })) continue;
         // Idle for keep_alive with no job given: leave (start() can no
         // longer pick this slot once it is off idle_).
         idle_.erase(std::find(idle_.begin(), idle_.end(), s));
