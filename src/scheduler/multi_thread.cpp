@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <bit>
 #include <stdexcept>
+#include <string>
 
 namespace aspen::detail {
 
@@ -75,8 +76,26 @@ multi_thread_scheduler::multi_thread_scheduler(const config& cfg)
             std::lock_guard lock(places_mutex_);
             ++places_run_;
         }
-        w->thread = std::thread([this, wp = w.get()] { run(*wp); });
+        try {
+            w->thread = std::thread([this, wp = w.get()] { run(*wp); });
+        } catch (const std::system_error& e) {
+            stop_started_workers(e, w->index);
+        }
     }
+}
+
+// A worker's thread could not start (EAGAIN: a thread or memory limit).
+// The ones already running are stopped and joined (their std::thread
+// would terminate the process if destroyed joinable), then the caller
+// gets the error.
+void multi_thread_scheduler::stop_started_workers(const std::system_error& e, std::size_t failed) {
+    {
+        std::lock_guard lock(places_mutex_);
+        --places_run_;  // the failed worker's place: no thread will give it back
+    }
+    shutdown();
+    throw std::system_error(e.code(), "aspen::runtime: could not start worker thread " + std::to_string(failed + 1) +
+                                          " of " + std::to_string(workers_.size()));
 }
 
 multi_thread_scheduler::~multi_thread_scheduler() { shutdown(); }
@@ -685,7 +704,8 @@ void multi_thread_scheduler::shutdown() {
         tasks_cancelled_early_ = true;
     }
     places_cv_.notify_all();
-    for (auto& w : workers_) w->thread.join();
+    for (auto& w : workers_)
+        if (w->thread.joinable()) w->thread.join();  // not all started if the constructor failed
     stand_ins_.close();  // every stand-in's job ended before its lender's
     cancel_all_tasks();
 }

@@ -102,6 +102,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <system_error>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -165,6 +166,8 @@ public:
     static task_header* take_local_from_poll(void* w, task_header* want) noexcept;
 
 private:
+    [[noreturn]] void stop_started_workers(const std::system_error& e, std::size_t failed);
+
     struct alignas(128) worker {
         worker(multi_thread_scheduler& s, std::size_t i, std::uint32_t capacity);
         multi_thread_scheduler& owner;
