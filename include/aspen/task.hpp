@@ -64,6 +64,9 @@ struct promise_base {
 
 private:
     static constexpr std::uintptr_t several = 1;  // never an object's address
+    // Set by unhandled_exception when a destructor threw while aspen
+    // destroyed the frame (also never an address): see final_awaiter.
+    static constexpr std::uintptr_t thrown_while_destroyed = 2;
     template <class P>
     void note_parameter(P& p) noexcept {
         // A function (a reference to one) has nothing to destroy.
@@ -78,7 +81,10 @@ public:
         // Also reached when a destructor throws while aspen destroys the
         // frame (abort, shutdown): the frame and this promise are going
         // away, nobody could observe `error`, so it is reported at once.
-        if (!report_if_destroying(std::current_exception())) error = std::current_exception();
+        if (report_if_destroying(std::current_exception()))
+            nontrivial_parameter_ = thrown_while_destroyed;  // no longer needed: the frame ends here
+        else
+            error = std::current_exception();
     }
     void rethrow_if_error() {
         if (error) std::rethrow_exception(error);
@@ -95,6 +101,15 @@ public:
         bool await_ready() const noexcept { return false; }
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+            // A destructor threw while the frame was being destroyed: the
+            // frame's catch called unhandled_exception and ran on to here
+            // (g++ and clang alike) instead of freeing it. Nobody waits for
+            // it (its awaiter is being destroyed too, or the runtime
+            // cancelled it): finish the destruction, resume no one.
+            if (h.promise().nontrivial_parameter_ == thrown_while_destroyed) {
+                h.destroy();
+                return std::noop_coroutine();
+            }
             // Symmetric transfer back to the awaiter keeps deep chains of
             // synchronous completions off the stack.
             if (auto c = h.promise().continuation) return c;
