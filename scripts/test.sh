@@ -2,6 +2,10 @@
 # THE test command: configure, build and ctest each preset (CMakePresets.json).
 # Runs every build even if an earlier one fails, then prints a summary and
 # exits non-zero if anything failed.  ASPEN_BUILDS="release tsan" picks a subset.
+# A preset without a test preset (clang-release: the library, examples and
+# benchmarks under clang 19 -Werror) is built, not tested: the tsan and asan
+# presets build and run every test with clang 19, and a third clang build
+# of the tests cost CI about four minutes.
 set -uo pipefail   # no -e: a failing build must not stop the others
 cd "$(dirname "$0")/.."
 
@@ -21,12 +25,14 @@ for b in $builds; do
     status="failed (configure)"
   elif ! cmake --build --preset "$b" -j 2; then
     status="failed (build)"
+  elif ! ctest --list-presets 2>/dev/null | grep -q "\"$b\""; then
+    status="passed (built; no tests in this preset)"
   elif ! ctest --preset "$b"; then
     status="failed (tests)"
   else
     status="passed"
   fi
-  [ "$status" = passed ] || failed=1
+  [[ $status == passed* ]] || failed=1
   result[$b]="$status ($((SECONDS - start))s)"
   echo "== $b: ${result[$b]}"
 done
