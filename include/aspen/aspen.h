@@ -75,6 +75,7 @@ typedef struct aspen_context aspen_context;
 typedef struct aspen_waker aspen_waker;
 typedef struct aspen_join aspen_join;
 typedef struct aspen_timer aspen_timer;
+typedef struct aspen_handle aspen_handle;
 
 /* A task's poll function: ASPEN_READY finishes it; ASPEN_PENDING means a
  * waker was stored; any other status finishes it with that status as its
@@ -150,7 +151,8 @@ aspen_status aspen_runtime_new(const aspen_config* cfg, aspen_runtime** out);
 aspen_status aspen_runtime_shutdown(aspen_runtime* rt);
 
 /* aspen_runtime_shutdown, then frees rt. Must not race with other calls on
- * rt. On ASPEN_MISUSE nothing is freed. NULL: ASPEN_OK. */
+ * rt (calls through an aspen_handle may: see "handles"). On ASPEN_MISUSE
+ * nothing is freed. NULL: ASPEN_OK. */
 aspen_status aspen_runtime_free(aspen_runtime* rt);
 
 /* ---- metrics -------------------------------------------------------------- */
@@ -447,12 +449,39 @@ aspen_status aspen_spawn_blocking(aspen_runtime* rt, aspen_status (*fn)(void* da
  * stand-in thread takes over the worker and runs its other tasks (none of
  * them waits for fn, also with one worker); fn may block, and it runs as
  * on a foreign thread (aspen_blocking_send / recv, aspen_block_on,
- * aspen_join_wait are allowed there). Returns fn's status. Starts a thread
- * per call: for calls that block for long. Elsewhere (a foreign thread, an
+ * aspen_join_wait are allowed there). Returns fn's status. The stand-in
+ * threads are kept for the next call (for blocking_keep_alive_ns), and a
+ * call that returns before its stand-in began takes the hand-off back, so
+ * short calls cost little; still, it is meant for calls that may block
+ * for long. Elsewhere (a foreign thread, an
  * aspen_spawn_blocking function, inside another aspen_block_in_place) it
  * just calls fn. On a current-thread runtime: ASPEN_MISUSE, fn not run; a
  * stand-in that cannot start: ASPEN_ERROR, fn not run. */
 aspen_status aspen_block_in_place(aspen_status (*fn)(void* data), void* data);
+
+/* ---- handles -------------------------------------------------------------- */
+
+/* A handle on a runtime, for threads that do not own it (as
+ * aspen::runtime_handle, Tokio's Handle). Unlike rt itself, a handle may be
+ * used while, and after, another thread frees the runtime:
+ * aspen_runtime_free waits for the handle calls in flight, and later ones
+ * fail with ASPEN_SHUT_DOWN after their drop ran. A handle is freed on its
+ * own, before or after its runtime. Each call takes a shared lock: not for
+ * a hot path (inside a task, aspen_spawn on aspen_context_runtime is
+ * cheaper). A drop function must not free the handle's runtime (the free
+ * would wait for the call that runs the drop). */
+aspen_status aspen_runtime_handle(aspen_runtime* rt, aspen_handle** out);
+aspen_status aspen_handle_clone(const aspen_handle* h, aspen_handle** out);
+
+/* aspen_spawn and aspen_spawn_blocking on the handle's runtime: the same
+ * outcomes, and ASPEN_SHUT_DOWN once it is shut down or freed. aspen takes
+ * ownership of data in every case, as aspen_spawn. */
+aspen_status aspen_handle_spawn(aspen_handle* h, aspen_poll_fn poll, void* data, aspen_drop_fn drop, aspen_join** out);
+aspen_status aspen_handle_spawn_blocking(aspen_handle* h, aspen_status (*fn)(void* data), void* data, aspen_drop_fn drop,
+                                         aspen_join** out);
+
+/* NULL: nothing. */
+void aspen_handle_free(aspen_handle* h);
 
 #ifdef __cplusplus
 }

@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -49,6 +50,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <shared_mutex>
 #include <stdexcept>
 #include <system_error>
 #include <type_traits>
@@ -99,9 +101,19 @@ aspen_status null_arg(const char* what, const char* arg) noexcept {
     return fail(ASPEN_EINVAL, what, why);
 }
 
+// How an aspen_handle reaches its runtime. aspen_runtime_free clears rt
+// under the exclusive lock, so it waits for the handle calls in flight,
+// which hold the shared lock while they use rt; later ones find nullptr.
+struct handle_link {
+    explicit handle_link(aspen_runtime* r) noexcept : rt(r) {}
+    std::shared_mutex m;
+    aspen_runtime* rt;  // under m
+};
+
 }  // namespace
 
 struct aspen_runtime {
+    std::shared_ptr<handle_link> link = std::make_shared<handle_link>(this);
     std::unique_ptr<aspen::runtime> multi;
     std::unique_ptr<aspen::current_thread_runtime> single;
     // A current-thread runtime runs on one thread at a time; a second
@@ -130,6 +142,10 @@ struct aspen_runtime {
         // picks a status, the shutdown itself is ordered by the runtime.
         return stopping.load(std::memory_order_acquire);
     }
+};
+
+struct aspen_handle {
+    std::shared_ptr<handle_link> link;
 };
 
 struct aspen_context {
@@ -217,7 +233,14 @@ public:
             done_ = true;
             w = std::move(waiter_);
         }
-        w.wake();  // outside the lock: the woken task may poll us at once
+        ended_.notify_all();  // a thread in wait(); the caller's shared_ptr keeps us alive
+        w.wake();             // outside the lock: the woken task may poll us at once
+    }
+    // Blocks the calling thread until the end; needs nothing of the runtime.
+    aspen_status wait() {
+        std::unique_lock g(m_);
+        ended_.wait(g, [this] { return done_; });
+        return outcome_;
     }
     // The outcome, or nullopt after storing w to be woken at the end.
     std::optional<aspen_status> poll(const aspen::waker& w) {
@@ -238,6 +261,7 @@ public:
 
 private:
     mutable std::mutex m_;
+    std::condition_variable ended_;
     bool done_ = false;
     aspen_status outcome_ = ASPEN_OK;
     aspen::waker waiter_;
@@ -370,6 +394,10 @@ struct aspen_join {
     enum use_t : std::uint8_t { idle, polling, waiting, taken };
 
     aspen_runtime* rt;
+    // A current-thread runtime runs its tasks only while driven: a wait
+    // drives it (block_on). On a multi-threaded one a wait only blocks,
+    // touching nothing of rt, so it may race with the runtime's free.
+    bool wait_drives = true;
     aspen::join_handle<aspen_status> handle;
     std::shared_ptr<join_state> state;
     std::shared_ptr<blocking_call> blocking;  // for a spawn_blocking join
@@ -397,6 +425,7 @@ aspen_status spawn_with(const char* what, aspen_runtime* rt, bool has_fn, void* 
     if (out) {
         j = std::make_unique<aspen_join>();
         j->rt = rt;
+        j->wait_drives = rt->single != nullptr;
         j->state = std::make_shared<join_state>();
         end.set_join(j->state);
     }
@@ -437,6 +466,7 @@ void set_use(aspen_join& j, aspen_join::use_t u) noexcept {
 
 aspen_status wait_outcome(aspen_join& j) {
     if (std::optional<aspen_status> o = j.state->outcome()) return *o;
+    if (!j.wait_drives) return j.state->wait();
     try {
         return j.rt->block_on(wait_for(j.state));
     } catch (const aspen::task_cancelled&) {
@@ -650,6 +680,48 @@ aspen_status metrics_of(const char* what, aspen_runtime* rt, std::optional<std::
 
 }  // namespace
 
+namespace {
+
+aspen_status spawn_c_task(const char* what, aspen_runtime* rt, aspen_poll_fn poll, void* data, aspen_drop_fn drop,
+                          aspen_join** out) {
+    return guarded(what, [&] {
+        return spawn_with(what, rt, poll != nullptr, data, drop, out, [poll](aspen_runtime& r, task_end end) {
+            return start(r, c_task(std::move(end), poll));
+        });
+    });
+}
+
+aspen_status spawn_c_blocking(const char* what, aspen_runtime* rt, aspen_status (*fn)(void* data), void* data,
+                              aspen_drop_fn drop, aspen_join** out) {
+    return guarded(what, [&] {
+        std::shared_ptr<blocking_call> call;
+        auto run = [&](aspen_runtime& r, task_end end) {
+            call = std::make_shared<blocking_call>(std::move(end), fn);
+            return r.with([&](auto& cpp) { return cpp.spawn_blocking(blocking_closure(call)); });
+        };
+        aspen_status s = spawn_with(what, rt, fn != nullptr, data, drop, out, run);
+        if (s == ASPEN_OK && out) (*out)->blocking = std::move(call);
+        return s;
+    });
+}
+
+// spawn(rt) with the handle's runtime kept alive meanwhile; without one
+// (freed, or no handle) data is dropped (outside the lock: a drop may free
+// another runtime) and the call fails as a spawn on a shut-down runtime.
+template <class Spawn>
+aspen_status through_handle(const char* what, aspen_handle* h, void* data, aspen_drop_fn drop, aspen_join** out,
+                            Spawn spawn) {
+    if (out) *out = nullptr;
+    if (h) {
+        std::shared_lock g(h->link->m);
+        if (aspen_runtime* rt = h->link->rt) return spawn(rt);
+    }
+    if (drop) drop(data);
+    return h ? fail(ASPEN_SHUT_DOWN, what, "the handle's runtime was freed") : null_arg(what, "h");
+}
+
+}  // namespace
+
 extern "C" {
 
 const char* aspen_status_name(aspen_status status) {
@@ -731,7 +803,12 @@ aspen_status aspen_runtime_shutdown(aspen_runtime* rt) {
 aspen_status aspen_runtime_free(aspen_runtime* rt) {
     if (!rt) return ASPEN_OK;
     aspen_status s = aspen_runtime_shutdown(rt);
-    if (s == ASPEN_OK) delete rt;
+    if (s != ASPEN_OK) return s;
+    {
+        std::unique_lock g(rt->link->m);  // waits for the handle calls using rt
+        rt->link->rt = nullptr;
+    }
+    delete rt;
     return s;
 }
 
@@ -744,11 +821,7 @@ aspen_status aspen_runtime_worker_metrics(aspen_runtime* rt, size_t index, aspen
 }
 
 aspen_status aspen_spawn(aspen_runtime* rt, aspen_poll_fn poll, void* data, aspen_drop_fn drop, aspen_join** out) {
-    return guarded("aspen_spawn", [&] {
-        return spawn_with("aspen_spawn", rt, poll != nullptr, data, drop, out, [poll](aspen_runtime& r, task_end end) {
-            return start(r, c_task(std::move(end), poll));
-        });
-    });
+    return spawn_c_task("aspen_spawn", rt, poll, data, drop, out);
 }
 
 aspen_status aspen_block_on(aspen_runtime* rt, aspen_poll_fn poll, void* data, aspen_drop_fn drop) {
@@ -1154,17 +1227,42 @@ void aspen_fd_free(aspen_fd* fd) { delete fd; }
 
 aspen_status aspen_spawn_blocking(aspen_runtime* rt, aspen_status (*fn)(void* data), void* data, aspen_drop_fn drop,
                                   aspen_join** out) {
-    return guarded("aspen_spawn_blocking", [&] {
-        std::shared_ptr<blocking_call> call;
-        auto run = [&](aspen_runtime& r, task_end end) {
-            call = std::make_shared<blocking_call>(std::move(end), fn);
-            return r.with([&](auto& cpp) { return cpp.spawn_blocking(blocking_closure(call)); });
-        };
-        aspen_status s = spawn_with("aspen_spawn_blocking", rt, fn != nullptr, data, drop, out, run);
-        if (s == ASPEN_OK && out) (*out)->blocking = std::move(call);
-        return s;
+    return spawn_c_blocking("aspen_spawn_blocking", rt, fn, data, drop, out);
+}
+
+aspen_status aspen_runtime_handle(aspen_runtime* rt, aspen_handle** out) {
+    if (!out) return null_arg("aspen_runtime_handle", "out");
+    *out = nullptr;
+    if (!rt) return null_arg("aspen_runtime_handle", "rt");
+    return guarded("aspen_runtime_handle", [&] {
+        *out = new aspen_handle{rt->link};
+        return ASPEN_OK;
     });
 }
+
+aspen_status aspen_handle_clone(const aspen_handle* h, aspen_handle** out) {
+    if (!out) return null_arg("aspen_handle_clone", "out");
+    *out = nullptr;
+    if (!h) return null_arg("aspen_handle_clone", "h");
+    return guarded("aspen_handle_clone", [&] {
+        *out = new aspen_handle{h->link};
+        return ASPEN_OK;
+    });
+}
+
+aspen_status aspen_handle_spawn(aspen_handle* h, aspen_poll_fn poll, void* data, aspen_drop_fn drop, aspen_join** out) {
+    return through_handle("aspen_handle_spawn", h, data, drop, out,
+                          [&](aspen_runtime* rt) { return spawn_c_task("aspen_handle_spawn", rt, poll, data, drop, out); });
+}
+
+aspen_status aspen_handle_spawn_blocking(aspen_handle* h, aspen_status (*fn)(void* data), void* data, aspen_drop_fn drop,
+                                         aspen_join** out) {
+    return through_handle("aspen_handle_spawn_blocking", h, data, drop, out, [&](aspen_runtime* rt) {
+        return spawn_c_blocking("aspen_handle_spawn_blocking", rt, fn, data, drop, out);
+    });
+}
+
+void aspen_handle_free(aspen_handle* h) { delete h; }
 
 aspen_status aspen_block_in_place(aspen_status (*fn)(void* data), void* data) {
     const char* what = "aspen_block_in_place";
