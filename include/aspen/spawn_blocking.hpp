@@ -203,13 +203,22 @@ join_handle<blocking_result_t<F>> spawn_blocking_on(scheduler* s, F&& f) {
     using R = blocking_result_t<F>;
     static_assert(!std::is_reference_v<R>, "aspen::spawn_blocking: the function must return a value, not a reference");
     auto* job = new blocking_job_of<Fn, R>(Fn(std::forward<F>(f)));
-    // The task holds the job's first reference from here on: if spawning
-    // fails, destroying its frame frees the job.
-    task_header* th = release_task(await_blocking<Fn, R>(blocking_job_ref(job)));
-    spawn_root(s, th);
-    join_handle<R> h(th);
-    // relaxed: we hold a reference; the pool's queue publishes the job.
+    // The job's first reference goes to the task; the second is ours, for
+    // the submit below, and taken before the spawn: once spawned, a worker
+    // or a shutdown on another thread may end the task and drop its
+    // reference at once (this was a use-after-free). relaxed: nobody else
+    // sees the job yet; the pool's queue publishes it.
     job->refs.fetch_add(1, std::memory_order_relaxed);
+    task_header* th = nullptr;
+    try {
+        // If spawning fails, destroying the frame drops the task's reference.
+        th = release_task(await_blocking<Fn, R>(blocking_job_ref(job)));
+        spawn_root(s, th);
+    } catch (...) {
+        job->release();
+        throw;
+    }
+    join_handle<R> h(th);
     try {
         submit_blocking(s, job);
     } catch (...) {
