@@ -682,6 +682,19 @@ aspen_status metrics_of(const char* what, aspen_runtime* rt, std::optional<std::
 
 namespace {
 
+// A call that makes a new object from another: out checked and cleared
+// first, then the source, then the allocation (ASPEN_ENOMEM if it fails).
+template <class Out, class Src, class Make>
+aspen_status new_from(const char* what, Out** out, Src* src, const char* src_name, Make make) {
+    if (!out) return null_arg(what, "out");
+    *out = nullptr;
+    if (!src) return null_arg(what, src_name);
+    return guarded(what, [&] {
+        *out = make(*src);
+        return ASPEN_OK;
+    });
+}
+
 aspen_status spawn_c_task(const char* what, aspen_runtime* rt, aspen_poll_fn poll, void* data, aspen_drop_fn drop,
                           aspen_join** out) {
     return guarded(what, [&] {
@@ -899,23 +912,12 @@ aspen_status aspen_yield(aspen_context* cx) {
 }
 
 aspen_status aspen_context_waker(const aspen_context* cx, aspen_waker** out) {
-    if (!out) return null_arg("aspen_context_waker", "out");
-    *out = nullptr;
-    if (!cx) return null_arg("aspen_context_waker", "cx");
-    return guarded("aspen_context_waker", [&] {
-        *out = new aspen_waker{cx->cx.waker()};
-        return ASPEN_OK;
-    });
+    return new_from("aspen_context_waker", out, cx, "cx",
+                    [](const aspen_context& c) { return new aspen_waker{c.cx.waker()}; });
 }
 
 aspen_status aspen_waker_clone(const aspen_waker* waker, aspen_waker** out) {
-    if (!out) return null_arg("aspen_waker_clone", "out");
-    *out = nullptr;
-    if (!waker) return null_arg("aspen_waker_clone", "waker");
-    return guarded("aspen_waker_clone", [&] {
-        *out = new aspen_waker{waker->w};
-        return ASPEN_OK;
-    });
+    return new_from("aspen_waker_clone", out, waker, "waker", [](const aspen_waker& w) { return new aspen_waker{w.w}; });
 }
 
 aspen_status aspen_waker_wake(aspen_waker* waker) {
@@ -1231,23 +1233,11 @@ aspen_status aspen_spawn_blocking(aspen_runtime* rt, aspen_status (*fn)(void* da
 }
 
 aspen_status aspen_runtime_handle(aspen_runtime* rt, aspen_handle** out) {
-    if (!out) return null_arg("aspen_runtime_handle", "out");
-    *out = nullptr;
-    if (!rt) return null_arg("aspen_runtime_handle", "rt");
-    return guarded("aspen_runtime_handle", [&] {
-        *out = new aspen_handle{rt->link};
-        return ASPEN_OK;
-    });
+    return new_from("aspen_runtime_handle", out, rt, "rt", [](aspen_runtime& r) { return new aspen_handle{r.link}; });
 }
 
 aspen_status aspen_handle_clone(const aspen_handle* h, aspen_handle** out) {
-    if (!out) return null_arg("aspen_handle_clone", "out");
-    *out = nullptr;
-    if (!h) return null_arg("aspen_handle_clone", "h");
-    return guarded("aspen_handle_clone", [&] {
-        *out = new aspen_handle{h->link};
-        return ASPEN_OK;
-    });
+    return new_from("aspen_handle_clone", out, h, "h", [](const aspen_handle& o) { return new aspen_handle{o.link}; });
 }
 
 aspen_status aspen_handle_spawn(aspen_handle* h, aspen_poll_fn poll, void* data, aspen_drop_fn drop, aspen_join** out) {
