@@ -719,8 +719,8 @@ aspen_status spawn_c_blocking(const char* what, aspen_runtime* rt, aspen_status 
 }
 
 // spawn(rt) with the handle's runtime kept alive meanwhile; without one
-// (freed, or no handle) data is dropped (outside the lock: a drop may free
-// another runtime) and the call fails as a spawn on a shut-down runtime.
+// (freed, or no handle) data is dropped, with no lock held (the drop is
+// the caller's code), and the call fails as a spawn on a shut-down runtime.
 template <class Spawn>
 aspen_status through_handle(const char* what, aspen_handle* h, void* data, aspen_drop_fn drop, aspen_join** out,
                             Spawn spawn) {

@@ -102,9 +102,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <system_error>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
