@@ -1,5 +1,6 @@
 // The spawn_blocking pool; the protocol is described in blocking_pool.hpp.
 #include "blocking/blocking_pool.hpp"
+
 #include "blocking/keep_alive.hpp"
 #include "scheduler/scheduler.hpp"
 
