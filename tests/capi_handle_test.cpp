@@ -1,6 +1,9 @@
 // aspen_handle (include/aspen/aspen.h, "handles"): threads that do not own
 // a runtime spawn onto it through a handle, also while another thread frees
 // it and after; every task's drop runs exactly once.
+#include "capi_util.hpp"
+#include "runtime_kinds.hpp"
+
 #include <aspen/aspen.h>
 
 #include <gtest/gtest.h>
@@ -12,21 +15,7 @@
 
 namespace {
 
-const auto kinds = ::testing::Values(0, 1, 2, 8);
-
-std::string kind_name(const ::testing::TestParamInfo<int>& info) {
-    return info.param == 0 ? std::string("current_thread") : "workers" + std::to_string(info.param);
-}
-
-aspen_runtime* make_runtime(int kind) {
-    aspen_config cfg;
-    EXPECT_EQ(aspen_config_init(&cfg), ASPEN_OK);
-    cfg.current_thread = kind == 0;
-    if (kind > 0) cfg.workers = static_cast<size_t>(kind);
-    aspen_runtime* rt = nullptr;
-    EXPECT_EQ(aspen_runtime_new(&cfg, &rt), ASPEN_OK) << aspen_last_error();
-    return rt;
-}
+using aspen_test::make_c_runtime;
 
 struct counts {
     std::atomic<int> runs{0};
@@ -55,7 +44,7 @@ class capi_handle : public ::testing::TestWithParam<int> {};
 // functions and join them; then the runtime is freed and the handle
 // refuses, dropping what it was given.
 TEST_P(capi_handle, PlainThreadsSpawnThroughAHandleUntilTheRuntimeIsFreed) {
-    aspen_runtime* rt = make_runtime(GetParam());
+    aspen_runtime* rt = make_c_runtime(GetParam());
     aspen_handle* h = nullptr;
     ASSERT_EQ(aspen_runtime_handle(rt, &h), ASPEN_OK);
     constexpr int threads = 4, per_thread = 100;
@@ -94,7 +83,7 @@ TEST_P(capi_handle, PlainThreadsSpawnThroughAHandleUntilTheRuntimeIsFreed) {
 // After a shutdown (the runtime not freed yet) a handle's spawns fail as
 // aspen_spawn's do.
 TEST_P(capi_handle, SpawnsAfterShutdownAreRefused) {
-    aspen_runtime* rt = make_runtime(GetParam());
+    aspen_runtime* rt = make_c_runtime(GetParam());
     aspen_handle* h = nullptr;
     ASSERT_EQ(aspen_runtime_handle(rt, &h), ASPEN_OK);
     ASSERT_EQ(aspen_runtime_shutdown(rt), ASPEN_OK);
@@ -107,7 +96,7 @@ TEST_P(capi_handle, SpawnsAfterShutdownAreRefused) {
     EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, capi_handle, kinds, kind_name);
+INSTANTIATE_TEST_SUITE_P(Kinds, capi_handle, aspen_test::runtime_kinds, aspen_test::kind_name);
 
 // Threads spawn through handles and wait for their joins while the main
 // thread frees the runtime: no call touches a freed runtime (ASan, TSan),
@@ -118,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, capi_handle, kinds, kind_name);
 TEST(CapiHandleRace, SpawnsAndJoinsRacingTheRuntimesFree) {
     for (int workers : {1, 2, 8}) {
         for (int round = 0; round < 20; ++round) {
-            aspen_runtime* rt = make_runtime(workers);
+            aspen_runtime* rt = make_c_runtime(workers);
             aspen_handle* h = nullptr;
             ASSERT_EQ(aspen_runtime_handle(rt, &h), ASPEN_OK);
             counts c;
@@ -165,7 +154,7 @@ aspen_status pending_task(void* d, aspen_context*) {
 // ASPEN_SHUT_DOWN after the drop ran.
 TEST(CapiHandleRace, TheFreeEndsAWaitOnAJoin) {
     for (int workers : {1, 2, 8}) {
-        aspen_runtime* rt = make_runtime(workers);
+        aspen_runtime* rt = make_c_runtime(workers);
         aspen_handle* h = nullptr;
         ASSERT_EQ(aspen_runtime_handle(rt, &h), ASPEN_OK);
         counts c;
@@ -201,7 +190,7 @@ TEST(CapiHandleMisuse, NullArgumentsAreErrorsAndDropTheData) {
     EXPECT_EQ(c.drops.load(), 2);
     aspen_handle_free(nullptr);
 
-    aspen_runtime* rt = make_runtime(1);
+    aspen_runtime* rt = make_c_runtime(1);
     ASSERT_EQ(aspen_runtime_handle(rt, &h), ASPEN_OK);
     EXPECT_EQ(aspen_handle_spawn(h, nullptr, &c, drop_count, nullptr), ASPEN_EINVAL);  // no poll function
     EXPECT_EQ(c.drops.load(), 3);

@@ -4,6 +4,7 @@
 // kind of runtime (kind 0: current-thread; kind n: n workers).
 #include <aspen/aspen.h>
 
+#include "capi_util.hpp"
 #include "test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -18,7 +19,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -35,17 +35,7 @@ std::string kind_name(const ::testing::TestParamInfo<int>& info) {
     return info.param == 0 ? std::string("current_thread") : "workers" + std::to_string(info.param);
 }
 
-// A runtime of that kind, with the defaults changed by `edit`.
-aspen_runtime* make_runtime(int kind, const std::function<void(aspen_config&)>& edit = {}) {
-    aspen_config cfg;
-    EXPECT_EQ(aspen_config_init(&cfg), ASPEN_OK);
-    cfg.current_thread = kind == 0;
-    if (kind > 0) cfg.workers = static_cast<size_t>(kind);
-    if (edit) edit(cfg);
-    aspen_runtime* rt = nullptr;
-    EXPECT_EQ(aspen_runtime_new(&cfg, &rt), ASPEN_OK) << aspen_last_error();
-    return rt;
-}
+using aspen_test::make_c_runtime;
 
 // A task's bookkeeping: how often it was polled and dropped.
 struct probe {
@@ -72,7 +62,7 @@ aspen_status pending_probe(void* d, aspen_context*) {
 
 class capi : public ::testing::TestWithParam<int> {
 protected:
-    void SetUp() override { rt = make_runtime(GetParam()); }
+    void SetUp() override { rt = make_c_runtime(GetParam()); }
     void TearDown() override { EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK); }
     aspen_runtime* rt = nullptr;
 };
@@ -355,7 +345,7 @@ TEST_P(capi, WakeAfterTheTaskFinishedIsANoOp) {
     EXPECT_EQ(k.polls.load(), 1);
     // A waker may outlive its runtime.
     ASSERT_EQ(aspen_runtime_free(rt), ASPEN_OK);
-    rt = make_runtime(GetParam());
+    rt = make_c_runtime(GetParam());
     EXPECT_EQ(aspen_waker_wake(clone), ASPEN_OK);
 }
 
@@ -407,7 +397,7 @@ TEST_P(capi, ShutdownDropsEveryUnfinishedTaskOnce) {
     }
     // Joins may outlive the runtime.
     ASSERT_EQ(aspen_runtime_free(rt), ASPEN_OK);
-    rt = make_runtime(GetParam());
+    rt = make_c_runtime(GetParam());
     for (aspen_join* j : joins) aspen_join_free(j);
     for (int i = 0; i < n; ++i) EXPECT_EQ(probes[i].drops.load(), 1) << i;
 }
@@ -1158,7 +1148,7 @@ TEST_P(capi, MetricsCountTheTasks) {
 INSTANTIATE_TEST_SUITE_P(Kinds, capi, kinds, kind_name);
 
 TEST(capi_misuse, MetricsArguments) {
-    aspen_runtime* rt = make_runtime(2);
+    aspen_runtime* rt = make_c_runtime(2);
     aspen_metrics m;
     m.size = sizeof m;
     EXPECT_EQ(aspen_runtime_metrics(nullptr, &m), ASPEN_EINVAL);
@@ -1336,7 +1326,7 @@ TEST(capi_config, ThreadHooksAndName) {
 }
 
 TEST(capi_misuse, NullArgumentsAreEinval) {
-    aspen_runtime* rt = make_runtime(1);
+    aspen_runtime* rt = make_c_runtime(1);
     probe p;
     aspen_join* j = nullptr;
     aspen_waker* w = nullptr;
@@ -1432,7 +1422,7 @@ TEST(capi_misuse, StatusNames) {
 TEST(capi_misuse, ConcurrentWaitersOnOneJoin) {
     // Two threads wait on one join: one gets the outcome, the other
     // ASPEN_MISUSE (at once, or after the first took it).
-    aspen_runtime* rt = make_runtime(2);
+    aspen_runtime* rt = make_c_runtime(2);
     for (int round = 0; round < 200; ++round) {
         probe p;
         aspen_join* j = nullptr;
@@ -1452,7 +1442,7 @@ TEST(capi_misuse, ConcurrentWaitersOnOneJoin) {
 // ---- the paused clock ---------------------------------------------------------
 
 aspen_runtime* make_paused_runtime(int kind, bool paused = true) {
-    return make_runtime(kind, [paused](aspen_config& c) { c.start_paused = paused ? 1 : 0; });
+    return make_c_runtime(kind, [paused](aspen_config& c) { c.start_paused = paused ? 1 : 0; });
 }
 
 constexpr uint64_t hour_ns = 3600ull * 1000 * 1000 * 1000;
@@ -1678,7 +1668,7 @@ void expect_each_once(const consumer& c) {
 
 class capi_channel : public ::testing::TestWithParam<std::tuple<int, size_t>> {
 protected:
-    void SetUp() override { rt = make_runtime(std::get<0>(GetParam())); }
+    void SetUp() override { rt = make_c_runtime(std::get<0>(GetParam())); }
     void TearDown() override { EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK); }
     size_t capacity() const { return std::get<1>(GetParam()); }
     // A channel of the test's capacity whose receiver c's task (joined by
@@ -2102,7 +2092,7 @@ aspen_status ready_loop_poll(void* d, aspen_context* cx) {
 class capi_coop : public ::testing::TestWithParam<int> {
 protected:
     void SetUp() override {
-        rt = make_runtime(GetParam(), [](aspen_config& c) { c.coop_budget = small_budget; });
+        rt = make_c_runtime(GetParam(), [](aspen_config& c) { c.coop_budget = small_budget; });
     }
     void TearDown() override { EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK); }
 
@@ -2344,7 +2334,7 @@ class capi_histogram : public ::testing::TestWithParam<std::tuple<int, bool>> {}
 
 TEST_P(capi_histogram, EveryPollLandsInExactlyOneBucketWhenAskedFor) {
     const auto [kind, on] = GetParam();
-    aspen_runtime* rt = make_runtime(kind, [on = on](aspen_config& c) { c.poll_time_histogram = on ? 1 : 0; });
+    aspen_runtime* rt = make_c_runtime(kind, [on = on](aspen_config& c) { c.poll_time_histogram = on ? 1 : 0; });
     make_polls(rt);
     ASSERT_EQ(aspen_runtime_shutdown(rt), ASPEN_OK);  // nothing runs now: the counters add up
     aspen_metrics total;
@@ -2382,7 +2372,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, capi_histogram, ::testing::Combine(kinds, ::test
                          });
 
 TEST(capi_histogram_abi, AnOlderMetricsStructIsNotWrittenPastItsEnd) {
-    aspen_runtime* rt = make_runtime(2, [](aspen_config& c) { c.poll_time_histogram = 1; });
+    aspen_runtime* rt = make_c_runtime(2, [](aspen_config& c) { c.poll_time_histogram = 1; });
     make_polls(rt);
     // The struct as it was before the histogram was appended.
     const size_t old_size = offsetof(aspen_metrics, poll_time_histogram);
@@ -2406,7 +2396,7 @@ TEST(capi_histogram_abi, AnOlderMetricsStructIsNotWrittenPastItsEnd) {
 
 TEST(capi_histogram_abi, AnOlderConfigWithoutTheFieldGetsTheDefault) {
     for (bool old : {true, false}) {
-        aspen_runtime* rt = make_runtime(1, [old](aspen_config& c) {
+        aspen_runtime* rt = make_c_runtime(1, [old](aspen_config& c) {
             c.poll_time_histogram = 1;
             if (old) c.size = offsetof(aspen_config, poll_time_histogram);  // beyond its size: not read
         });
