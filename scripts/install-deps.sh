@@ -3,7 +3,9 @@
 # Idempotent: does nothing (and prints nothing) when everything is already installed.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ clang-19 libclang-rt-19-dev libgtest-dev libgmock-dev
+# llvm-19 for llvm-symbolizer-19: the sanitizer presets name it, so their
+# reports show file:line rather than bare addresses.
+packages=(cmake ninja-build g++ clang-19 libclang-rt-19-dev llvm-19 libgtest-dev libgmock-dev
           libbenchmark-dev libtbb-dev libboost-fiber-dev spin libasio-dev)
 
 missing=()
