@@ -1,5 +1,6 @@
 // Scheduler behaviour, checked through observable effects and metrics:
 // no lost wakeup, stealing, fairness (no starvation), idle workers sleep.
+#include "scheduler/scheduler.hpp"
 #include "test_util.hpp"
 
 #include <aspen/aspen.hpp>
@@ -10,6 +11,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <random>
 #include <set>
@@ -82,6 +84,89 @@ TEST(Scheduler, NoLostWakeupFromForeignThread) {
         waker_thread.join();
         EXPECT_EQ(done, rounds);
     }
+}
+
+// A foreign thread's wake queues the task and then notifies a worker. A
+// worker that is awake anyway may run the task to its end, and the runtime
+// be destroyed, before that thread is through with the notify, which reads
+// the scheduler: the destruction must wait for it (found by
+// fuzz/runtime_fuzz under ASan as a use-after-free in
+// idle_state::should_wake). The test seam holds the waking thread for 20 ms
+// between its push and its notify while a yielding task keeps the worker
+// awake; the runtime's destruction must not end before the seam returns.
+// (Before the fix it ended first, and ASan reported the notify's read.)
+namespace remote_push_window {
+std::atomic<std::thread::id> held_thread{};
+std::atomic<bool> seam_entered{false}, seam_returned{false};
+void hold() {
+    if (std::this_thread::get_id() != held_thread.load(std::memory_order_relaxed)) return;
+    seam_entered.store(true, std::memory_order_relaxed);
+    std::this_thread::sleep_for(20ms);
+    seam_returned.store(true, std::memory_order_release);
+}
+
+// One round on a fresh runtime of the kind (0: current_thread, n: n
+// workers). False if the wake did not go through the seam: it landed
+// while the task was still in the poll that handed the waker over, which
+// re-queues the task without a push (then the round proves nothing).
+bool round(int kind) {
+    seam_entered.store(false, std::memory_order_relaxed);
+    seam_returned.store(false, std::memory_order_relaxed);
+    std::promise<aspen::waker> handoff;
+    auto got = handoff.get_future();
+    std::thread waker_thread([&] {
+        held_thread.store(std::this_thread::get_id(), std::memory_order_relaxed);
+        aspen::waker w = got.get();
+        std::this_thread::sleep_for(2ms);  // let the poll end first
+        w.wake();  // the push, the held seam, then the notify
+    });
+    std::atomic<bool> woken{false};
+    auto keep_awake = [&]() -> aspen::task<void> {
+        while (!woken.load(std::memory_order_acquire)) co_await aspen::yield_now();
+    };
+    auto body = [&]() -> aspen::task<int> {
+        auto busy = aspen::spawn(keep_awake());
+        bool handed = false;
+        co_await aspen::poll_fn([&](aspen::context& cx) -> aspen::poll<void> {
+            if (handed) return aspen::ready();
+            handed = true;
+            handoff.set_value(cx.waker());
+            return aspen::pending;
+        });
+        woken.store(true, std::memory_order_release);
+        co_await busy;
+        co_return 1;
+    };
+    int result = 0;
+    aspen_test::within(60s, "a foreign wake racing the runtime's destruction", [&] {
+        if (kind == 0) {
+            aspen::current_thread_runtime rt;
+            result = rt.block_on(body());
+        } else {
+            aspen::runtime rt(aspen_test::workers(static_cast<std::size_t>(kind)));
+            result = rt.block_on(body());
+        }
+    });
+    EXPECT_EQ(result, 1);
+    // acquire: pairs with hold()'s release.
+    bool returned = seam_returned.load(std::memory_order_acquire);
+    waker_thread.join();
+    held_thread.store(std::thread::id{}, std::memory_order_relaxed);  // ids are reused
+    if (!seam_entered.load(std::memory_order_relaxed)) return false;
+    EXPECT_TRUE(returned) << "the runtime was destroyed while a foreign wake was between its push and its notify";
+    return true;
+}
+}  // namespace remote_push_window
+
+TEST(Scheduler, TheRuntimesDestructionWaitsForAForeignWakeStillNotifying) {
+    aspen::detail::after_remote_push_hook.store(&remote_push_window::hold, std::memory_order_relaxed);
+    for (int kind : {0, 1, 2}) {
+        SCOPED_TRACE(kind);
+        bool through_seam = false;
+        for (int attempt = 0; attempt < 20 && !through_seam; ++attempt) through_seam = remote_push_window::round(kind);
+        EXPECT_TRUE(through_seam) << "in 20 rounds the wake never went through the seam";
+    }
+    aspen::detail::after_remote_push_hook.store(nullptr, std::memory_order_relaxed);
 }
 
 // A wake that lands while the task is still running its poll sets NOTIFIED;

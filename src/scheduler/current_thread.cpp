@@ -23,7 +23,9 @@ void current_thread_scheduler::schedule(task_header* t, schedule_kind kind) {
     }
     // relaxed: a statistic.
     if (kind == schedule_kind::spawn) remote_spawns_.fetch_add(1, std::memory_order_relaxed);
+    remote_push_scope in_flight(*this);
     remote_.push(t);
+    after_remote_push();
     io_driver().unpark();
 }
 
@@ -118,6 +120,7 @@ void current_thread_scheduler::shutdown() {
     // driver's release when it stops.
     while (driving_.load(std::memory_order_seq_cst)) driving_.wait(true, std::memory_order_acquire);
     cancel_all_tasks();
+    wait_for_remote_pushes();
 }
 
 bool current_thread_scheduler::drain_queues() {

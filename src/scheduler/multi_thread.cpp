@@ -143,7 +143,9 @@ task_header* multi_thread_scheduler::take_ring_top(worker& w, task_header* want)
         else remote_spawns_.fetch_add(1, std::memory_order_relaxed);
     }
     if (!w) {
+        remote_push_scope in_flight(*this);
         injector_.push(t);  // seq_cst publish, then the check in notify_one
+        after_remote_push();
         notify_one();
         return;
     }
@@ -708,6 +710,7 @@ void multi_thread_scheduler::shutdown() {
         if (w->thread.joinable()) w->thread.join();  // not all started if the constructor failed
     stand_ins_.close();  // every stand-in's job ended before its lender's
     cancel_all_tasks();
+    wait_for_remote_pushes();
 }
 
 bool multi_thread_scheduler::drain_queues() {

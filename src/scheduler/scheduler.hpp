@@ -144,7 +144,39 @@ public:
         if (on_unpark_) call_hook(on_unpark_, unpark_hook_threw_, "on_thread_unpark");
     }
 
+    // Held by a thread that is not one of this scheduler's own while it
+    // queues a task (a wake or a spawn from outside) and notifies a worker.
+    // From the push on, a worker or shutdown may run the task to its end and
+    // the runtime may be destroyed, while that thread still has the notify,
+    // which reads this scheduler, ahead of it: shutdown ends with
+    // wait_for_remote_pushes. The scheduler is alive when the scope begins:
+    // a woken task is registered and not yet queued, so shutdown's sweep
+    // waits for it; a spawn from outside comes through the runtime or a
+    // handle that keeps it alive.
+    class remote_push_scope {
+    public:
+        explicit remote_push_scope(scheduler& s) noexcept : s_(s) {
+            // relaxed: the push that follows (a release) carries it to
+            // whoever takes the task; shutdown's join of the workers or its
+            // own drain of the queues then orders it before the final load.
+            s_.remote_pushes_.fetch_add(1, std::memory_order_relaxed);
+        }
+        ~remote_push_scope() {
+            // release: our reads of the scheduler happen before shutdown's
+            // acquire load that sees the count at zero, and the free after it.
+            s_.remote_pushes_.fetch_sub(1, std::memory_order_release);
+        }
+        remote_push_scope(const remote_push_scope&) = delete;
+        remote_push_scope& operator=(const remote_push_scope&) = delete;
+
+    private:
+        scheduler& s_;
+    };
+
 protected:
+    // The end of shutdown, once every task is destroyed: no thread may still
+    // be inside a remote_push_scope when the scheduler is freed.
+    void wait_for_remote_pushes() const noexcept;
     // Cancels every registered task and destroys what the queues still hold
     // (through drain_queues) until both are empty. Callers: shutdown, once
     // no worker runs any more.
@@ -180,12 +212,23 @@ private:
     std::uint32_t coop_budget_;
     blocking_pool blocking_;
     std::atomic<std::uint64_t> remote_completions_{0};
+    std::atomic<std::uint32_t> remote_pushes_{0};  // remote_push_scopes open
     std::function<void()> on_park_;
     std::function<void()> on_unpark_;
     std::atomic<bool> park_hook_threw_{false};
     std::atomic<bool> unpark_hook_threw_{false};
     std::shared_ptr<runtime_link> link_;
 };
+
+// Test seam: when set, called by a thread outside the scheduler between
+// queuing a task and notifying a worker, so a test can hold that thread in
+// the window remote_push_scope covers (tests/scheduler_test.cpp). Null
+// otherwise: one relaxed load on the remote path only.
+inline std::atomic<void (*)()> after_remote_push_hook{nullptr};
+inline void after_remote_push() {
+    // relaxed: set by a test before the threads it concerns start.
+    if (auto hook = after_remote_push_hook.load(std::memory_order_relaxed)) hook();
+}
 
 // ---- shared by the schedulers (src/task/task_core.cpp) ----------------------
 // Builds the header of a root frame about to be spawned on s: NOTIFIED,

@@ -187,10 +187,13 @@ std::uint64_t completed_word(std::uint64_t s, std::uint64_t dropped) noexcept {
         t->frame_destroyed = true;
         destroy_root_frame(t);
     }
-    // Leave the registry first: once the joiner is woken, the task must no
-    // longer count as alive. We hold RUNNING, so no shutdown sweep needs it.
-    if (t->registered) t->sched->registry().remove(t);
+    // Both before the joiner is woken: then the task must no longer count
+    // as alive. The count first: on a foreign thread (an abort) leaving the
+    // registry may let shutdown finish and free the scheduler, whose
+    // remote-completion counter the count writes. We hold RUNNING, so no
+    // shutdown sweep needs the task meanwhile.
     t->sched->count_completion();
+    if (t->registered) t->sched->registry().remove(t);
     publish_completion(t, handle_is_ours);
 }
 
@@ -764,6 +767,12 @@ scheduler::scheduler(const config& cfg, std::size_t registry_shards)
 scheduler::~scheduler() {
     std::lock_guard lock(live_schedulers_mutex);
     live_schedulers().erase(this);
+}
+
+void scheduler::wait_for_remote_pushes() const noexcept {
+    // acquire: pairs with remote_push_scope's release (see there). A pusher
+    // has only its notify left, so this wait is short.
+    while (remote_pushes_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
 }
 
 bool scheduler::register_task(task_header* t) noexcept {
