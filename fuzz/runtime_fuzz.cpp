@@ -1,18 +1,22 @@
 // libFuzzer target: the public API driven by fuzzed programs.
 //
 // Byte 0 configures a small runtime (1..4 workers, a 4..16-slot ring, a
-// coop budget of 1..16). Each further byte is one step of the root task:
-// spawn a child of one of seven kinds (yield; wait for a wake from a foreign
-// thread; send on a bounded mpsc channel; hold a semaphore permit; hold the
-// mutex; receive from a oneshot filled by a helper task; await a nested
-// task), await / abort / detach one of the handles, or yield. Afterwards the
-// root awaits what is left, the channel's consumer drains it, and the
-// runtime goes away once no task is alive.
+// coop budget of 1..8) and, in bit 7, whether the runtime is destroyed as
+// soon as the root returns, while detached children may still wait, run
+// or be woken from the foreign thread. Each further byte is one step of
+// the root task: spawn a child of one of seven kinds (yield; wait for a
+// wake from a foreign thread; send on a bounded mpsc channel; hold a
+// semaphore permit; hold the mutex; receive from a oneshot filled by a
+// helper task; await a nested task), await / abort / detach one of the
+// handles, or yield. Afterwards the root awaits what is left, the
+// channel's consumer drains it, and the runtime goes away: once no task is
+// alive, or at once (bit 7).
 //
 // Checked for every input: each child's frame destroyed exactly once, its
-// body started at most once and, unless aborted, started and finished
-// exactly once; never more than 2 semaphore permits or 1 mutex holder at a
-// time; every message sent was received and every message object destroyed.
+// body started at most once and, unless aborted (or detached and the
+// runtime destroyed at once), started and finished exactly once; never
+// more than 2 semaphore permits or 1 mutex holder at a time; every message
+// sent was received and every message object destroyed.
 // Leaks are LeakSanitizer's (the fuzzers build with ASan).
 #include "stress/exactly_once_workload.hpp"
 
@@ -30,8 +34,9 @@
 namespace {
 
 struct world {
-    explicit world(std::uint32_t children) : counts(children) {}
+    explicit world(std::uint32_t children) : counts(children), detached(children) {}
     exactly_once::counters counts;
+    std::vector<std::uint8_t> detached;  // written by the root only
     exactly_once::foreign_waker fw;
     aspen::semaphore permits{2};
     aspen::mutex mutex;
@@ -152,6 +157,7 @@ aspen::task<void> root(world& w, const std::uint8_t* p, std::size_t n) {
                 break;
             case 4:
                 if (!hs.empty()) {
+                    w.detached[hs[pick].id] = 1;
                     hs[pick].h.detach();
                     hs.erase(hs.begin() + static_cast<std::ptrdiff_t>(pick));
                 }
@@ -183,19 +189,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     aspen::config cfg;
     cfg.workers = 1 + data[0] % 4;
     cfg.local_queue_capacity = std::uint32_t{4} << ((data[0] >> 2) % 3);
-    cfg.coop_budget = 1 + (data[0] >> 4);
+    cfg.coop_budget = 1 + ((data[0] >> 4) & 7);
+    const bool destroy_at_once = (data[0] & 0x80) != 0;
     world w(static_cast<std::uint32_t>(size));
     {
         aspen::runtime rt(cfg);
         rt.block_on(root(w, data + 1, size - 1));
-        // Detached children may still run.
-        while (rt.metrics().tasks_alive != 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        // Detached children may still run: wait for them, or let the
+        // destruction cancel them (racing the foreign thread's wakes).
+        while (!destroy_at_once && rt.metrics().tasks_alive != 0)
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     const std::uint32_t children = w.counts.next_id.load();
     for (std::uint32_t id = 0; id < children; ++id) {
         const unsigned s = w.counts.started[id].load(), f = w.counts.finished[id].load(),
                        d = w.counts.destroyed[id].load();
-        const bool aborted = w.counts.aborted[id].load();
+        const bool aborted = w.counts.aborted[id].load() || (destroy_at_once && w.detached[id]);
         if (d != 1) die("a child's frame was not destroyed exactly once");
         if (s > 1 || f > s) die("a child started twice or finished without starting");
         if (!aborted && (s != 1 || f != 1)) die("a child that was not aborted did not run exactly once");
