@@ -15,6 +15,7 @@
 #include <chrono>
 #include <latch>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -24,6 +25,7 @@
 namespace {
 
 using aspen_test::any_runtime;
+using namespace std::chrono_literals;
 
 // A task parameter that counts its destruction, and whether the task body
 // reached it first: every task given to a spawn is destroyed exactly once,
@@ -149,13 +151,13 @@ TEST_P(RuntimeHandle, SpawnBlockingFromPlainThread) {
 }
 
 // As Tokio's Handle::current inside spawn_blocking: the function reaches
-// the runtime that runs it, to spawn onto it and, on a multi-threaded
-// runtime, to block_on (a current_thread runtime is driven by the task that
-// waits for the function, so there block_on from another thread throws).
-aspen::task<int> reach_runtime_from_blocking(bool block_on) {
-    aspen::join_handle<aspen::join_handle<int>> outer = aspen::spawn_blocking([block_on] {
+// the runtime that runs it, to spawn onto it and to block_on (on a
+// current_thread runtime that block_on waits while the thread awaiting the
+// function drives, which runs its task).
+aspen::task<int> reach_runtime_from_blocking() {
+    aspen::join_handle<aspen::join_handle<int>> outer = aspen::spawn_blocking([] {
         aspen::runtime_handle h = aspen::runtime_handle::current();
-        if (block_on && h.block_on(answer()) != 42) throw std::runtime_error("block_on gave a wrong value");
+        if (h.block_on(answer()) != 42) throw std::runtime_error("block_on gave a wrong value");
         return h.spawn(answer());
     });
     aspen::join_handle<int> inner = co_await outer;
@@ -163,8 +165,7 @@ aspen::task<int> reach_runtime_from_blocking(bool block_on) {
 }
 
 TEST_P(RuntimeHandle, CurrentInsideSpawnBlocking) {
-    bool block_on = GetParam() != 0;
-    EXPECT_EQ(aspen_test::run_on(GetParam(), reach_runtime_from_blocking(block_on), "current() in spawn_blocking"), 42);
+    EXPECT_EQ(aspen_test::run_on(GetParam(), reach_runtime_from_blocking(), "current() in spawn_blocking"), 42);
 }
 
 // As tokio::spawn / tokio::task::spawn_blocking inside spawn_blocking: the
@@ -482,6 +483,137 @@ TEST_P(RuntimeHandle, SpawnBlockingLoopWhileRuntimeIsDestroyed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, RuntimeHandle, aspen_test::runtime_kinds, aspen_test::kind_name);
+
+// A current_thread runtime is driven by one block_on at a time, as in
+// Tokio: a block_on from a second thread while another drives waits, its
+// task runs in that drive, and when that drive ends first the waiting
+// thread takes it over (include/aspen/current_thread_runtime.hpp).
+namespace {
+
+aspen::task<int> receive(aspen::oneshot_receiver<int> rx) {
+    std::optional<int> v = co_await std::move(rx);
+    co_return v.value_or(-1);
+}
+
+aspen::task<int> send(aspen::oneshot_sender<int> tx, int v) {
+    (void)tx.send(v);
+    co_return v + 1;
+}
+
+}  // namespace
+
+TEST(CurrentThreadHandOff, BlockOnFromTwoThreadsRunsBothTasks) {
+    for (int round = 0; round < 50; ++round) {
+        aspen::current_thread_runtime rt;
+        aspen::runtime_handle h = rt.handle();
+        auto [tx, rx] = aspen::oneshot_channel<int>();
+        int sent = 0;
+        std::thread other([&, tx = std::move(tx)]() mutable { sent = h.block_on(send(std::move(tx), 7)); });
+        int got = 0;
+        aspen_test::within(60s, "two block_on calls on one current_thread runtime",
+                           [&] { got = rt.block_on(receive(std::move(rx))); });
+        other.join();
+        EXPECT_EQ(got, 7);
+        EXPECT_EQ(sent, 8);
+    }
+}
+
+// The driving thread's task ends while the other thread's task still needs
+// the runtime (a timer): the waiting thread must take the drive over.
+// Before the hand-over the second block_on threw std::logic_error.
+TEST(CurrentThreadHandOff, AWaitingBlockOnTakesTheDriveOverWhenTheDriverReturns) {
+    aspen::current_thread_runtime rt;
+    aspen::runtime_handle h = rt.handle();
+    std::atomic<bool> b_started{false};
+    int b_result = 0;
+    std::thread b;
+    auto b_task = [&]() -> aspen::task<int> {
+        b_started.store(true);
+        co_await aspen::sleep(20ms);  // after the driver below has returned
+        co_return 5;
+    };
+    auto a_task = [&]() -> aspen::task<int> {
+        // Started inside the drive, so b's block_on finds it taken.
+        b = std::thread([&] { b_result = h.block_on(b_task()); });
+        while (!b_started.load()) co_await aspen::yield_now();
+        co_return 3;
+    };
+    int a_result = 0;
+    aspen_test::within(60s, "the drive handed over", [&] {
+        a_result = rt.block_on(a_task());
+        b.join();
+    });
+    EXPECT_EQ(a_result, 3);
+    EXPECT_EQ(b_result, 5);
+    EXPECT_EQ(rt.metrics().tasks_alive, 0u);
+}
+
+// Four plain threads, 200 block_on calls each, on one runtime; each task
+// yields, sleeps 1 ms and awaits a spawned child, so the others' calls
+// arrive while one drives and the drive passes between them all the time.
+// Every call returns its own value.
+TEST(CurrentThreadHandOff, ManyThreadsBlockOnConcurrently) {
+#ifdef ASPEN_SANITIZED
+    constexpr int calls = 50;
+#else
+    constexpr int calls = 200;
+#endif
+    aspen::current_thread_runtime rt;
+    aspen::runtime_handle h = rt.handle();
+    std::atomic<long> sum{0};
+    auto child = [](int v) -> aspen::task<int> {
+        co_await aspen::yield_now();
+        co_return v;
+    };
+    auto call = [&](int v) -> aspen::task<int> {
+        co_await aspen::yield_now();
+        co_await aspen::sleep(1ms);  // the drive lasts, others arrive meanwhile
+        auto j = aspen::spawn(child(v));
+        co_return co_await j;
+    };
+    aspen_test::within(120s, "concurrent block_on calls", [&] {
+        std::vector<std::thread> threads;
+        std::latch start(4);
+        for (int t = 0; t < 4; ++t) {
+            threads.emplace_back([&, t] {
+                start.arrive_and_wait();
+                for (int i = 0; i < calls; ++i) {
+                    int v = t * calls + i;
+                    int got = h.block_on(call(v));
+                    if (got == v) sum.fetch_add(got);
+                }
+            });
+        }
+        for (auto& t : threads) t.join();
+    });
+    const long n = 4L * calls;
+    EXPECT_EQ(sum.load(), n * (n - 1) / 2);
+}
+
+// The runtime destroyed while one thread drives and another waits for the
+// drive: both block_on calls end with task_cancelled.
+TEST(CurrentThreadHandOff, DestructionEndsTheDrivingAndTheWaitingBlockOn) {
+    auto rt = std::make_unique<aspen::current_thread_runtime>();
+    aspen::runtime_handle h = rt->handle();
+    std::atomic<bool> first_started{false}, second_started{false};
+    aspen_test::signal never;
+    std::atomic<int> cancelled{0};
+    auto block = [&](std::atomic<bool>* started) {
+        try {
+            h.block_on(note_start_and_wait(started, &never));
+        } catch (const aspen::task_cancelled&) {
+            cancelled.fetch_add(1);
+        }
+    };
+    std::thread first([&] { block(&first_started); });
+    while (!first_started.load()) std::this_thread::yield();  // first drives
+    std::thread second([&] { block(&second_started); });
+    while (!second_started.load()) std::this_thread::yield();  // ran in first's drive
+    rt.reset();
+    first.join();
+    second.join();
+    EXPECT_EQ(cancelled.load(), 2);
+}
 
 TEST(RuntimeHandleMisuse, CurrentOutsideTaskThrows) {
     try {

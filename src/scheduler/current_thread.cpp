@@ -1,8 +1,88 @@
 #include "scheduler/current_thread.hpp"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <stdexcept>
+#include <utility>
 
 namespace aspen::detail {
+
+// ---- drive_handoff --------------------------------------------------------------
+namespace {
+// Raw futex calls: a word's owner may return (ending the word's life) as
+// soon as it sees its bit, before the setter's wake; a FUTEX_WAKE only
+// names the address (see block_until_complete in task_core.cpp).
+void wake_word(std::atomic<std::uint32_t>* word) noexcept {
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+// Sleeps until word has one of `bits`.
+void sleep_until(std::atomic<std::uint32_t>& word, std::uint32_t bits) noexcept {
+    for (;;) {
+        // acquire: pairs with the setter's release.
+        std::uint32_t v = word.load(std::memory_order_acquire);
+        if (v & bits) return;
+        syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, v, nullptr, nullptr, 0);
+    }
+}
+// The waiting block_on's task's join waker: it points at the waiter.
+void handoff_nop(void*) noexcept {}
+void handoff_wake(void* p) noexcept {
+    auto* word = &static_cast<drive_handoff::waiter*>(p)->word;
+    // release: the task's completion (before this wake) to the waiter.
+    word->fetch_or(drive_handoff::root_done, std::memory_order_release);
+    wake_word(word);
+}
+constexpr waker_vtable handoff_waker_vtable{handoff_nop, handoff_wake, handoff_wake, handoff_nop};
+}  // namespace
+
+void drive_handoff::list(waiter& w) {
+    std::lock_guard lock(m_);
+    w.next = head_;
+    head_ = &w;
+}
+
+void drive_handoff::unlist(waiter& w) noexcept {
+    std::lock_guard lock(m_);
+    for (waiter** p = &head_; *p; p = &(*p)->next) {
+        if (*p == &w) {
+            *p = w.next;
+            return;
+        }
+    }
+}
+
+bool drive_handoff::wait(task_header* root, const std::atomic<bool>& driving) {
+    waiter self;
+    aspen::waker w(&handoff_waker_vtable, &self);
+    bool registered = register_join_waker(root, w);
+    w.release_borrowed();
+    if (!registered) return true;  // complete already
+    list(self);
+    // seq_cst: with the drive's seq_cst store of false (see the protocol).
+    if (driving.load(std::memory_order_seq_cst)) sleep_until(self.word, root_done | drive_over);
+    unlist(self);
+    // acquire: the task's outcome, when it completed.
+    if (self.word.load(std::memory_order_acquire) & root_done) return true;
+    if (unregister_join_waker(root)) return false;
+    sleep_until(self.word, root_done);  // it completed meanwhile: its wake is on the way
+    return true;
+}
+
+void drive_handoff::drive_ended() noexcept {
+    std::lock_guard lock(m_);
+    for (waiter* w = std::exchange(head_, nullptr); w;) {
+        waiter* next = w->next;  // w leaves only through unlist, which waits for the lock
+        // release: the drive's queue edits to the next driver (its
+        // exchange of the drive flag acquires them too).
+        w->word.fetch_or(drive_over, std::memory_order_release);
+        wake_word(&w->word);
+        w = next;
+    }
+}
+
+// ---- current_thread_scheduler ---------------------------------------------------
 
 current_thread_scheduler::current_thread_scheduler(const config& cfg)
     : scheduler(cfg, 1), global_queue_interval_(cfg.global_queue_interval), event_interval_(cfg.event_interval),
@@ -60,13 +140,21 @@ task_header* current_thread_scheduler::next_task() {
     return t;
 }
 
-void current_thread_scheduler::run_until_complete(task_header* root) {
+bool current_thread_scheduler::take_the_drive(task_header* root) {
     // seq_cst: the previous driver's queue edits become ours (acquire), and
     // with shutdown's seq_cst store of stopping_ and load of driving_, either
     // shutdown waits for this drive or this drive sees stopping_ and never
-    // touches the queues shutdown is draining.
-    if (driving_.exchange(true, std::memory_order_seq_cst))
-        throw std::logic_error("aspen::current_thread_runtime: block_on is already running on another thread");
+    // touches the queues shutdown is draining. While another thread drives,
+    // root (spawned from outside) runs in that drive; if the drive ends
+    // first, we try to take over.
+    while (driving_.exchange(true, std::memory_order_seq_cst)) {
+        if (handoff_.wait(root, driving_)) return false;
+    }
+    return true;
+}
+
+void current_thread_scheduler::run_until_complete(task_header* root) {
+    if (!take_the_drive(root)) return;
     thread_context& ctx = tls();
     ctx.sched = this;
     ctx.worker = this;
@@ -87,6 +175,7 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
     // notify_all's waiter-count check (see unpark in park.hpp).
     driving_.store(false, std::memory_order_seq_cst);
     driving_.notify_all();
+    handoff_.drive_ended();
     // Shut down from another thread while we drove, or before this drive
     // began (a runtime_handle's block_on racing the runtime's destruction):
     // the shutdown destroys every task once nobody drives, the root too

@@ -231,6 +231,10 @@ inline void after_remote_push() {
 }
 
 // ---- shared by the schedulers (src/task/task_core.cpp) ----------------------
+// Takes back the join waker register_join_waker left in t, so nothing
+// will call it; false when t completed first (its completer calls it, or
+// has).
+bool unregister_join_waker(task_header* t) noexcept;
 // Builds the header of a root frame about to be spawned on s: NOTIFIED,
 // JOIN_INTEREST and the refs of its handle, its life and the queue.
 // Inline: both spawn paths (spawn_root, spawn_on_worker) run it.

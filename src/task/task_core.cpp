@@ -418,6 +418,21 @@ bool register_join_waker(task_header* t, const aspen::waker& w) {
     }
 }
 
+bool unregister_join_waker(task_header* t) noexcept {
+    // acq_rel: as register_join_waker's clearing CAS. Once JOIN_WAKER is
+    // clear the field is the handle side's again; COMPLETE first means the
+    // completer took the waker and wakes it.
+    std::uint64_t s = t->state.load(std::memory_order_acquire);
+    while (!(s & state::complete)) {
+        if (t->state.compare_exchange_weak(s, s & ~state::join_waker, std::memory_order_acq_rel,
+                                           std::memory_order_acquire)) {
+            if (s & state::join_waker) t->join_waker.reset();
+            return true;
+        }
+    }
+    return false;
+}
+
 [[gnu::hot]] void drop_join_handle(task_header* t, bool observed) noexcept {
     if (observed) {
         // The outcome was taken (so t is COMPLETE). With one reference left,
