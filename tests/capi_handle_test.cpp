@@ -9,13 +9,17 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
 
 using aspen_test::make_c_runtime;
+using namespace std::chrono_literals;
 
 struct counts {
     std::atomic<int> runs{0};
@@ -175,6 +179,81 @@ TEST(CapiHandleRace, TheFreeEndsAWaitOnAJoin) {
         EXPECT_EQ(c.drops.load(), 1);
         aspen_handle_free(h);
     }
+}
+
+// Two plain threads wait on joins of one current_thread runtime at once:
+// one drives, the other waits, its task runs in that drive, and its wait
+// returns when that task ends, while the drive goes on. a's task ends only
+// after b's thread has returned from its wait; b's task waits for the main
+// thread, which lets it go 20 ms after b's thread started, by when that
+// thread is in its wait. (Before the hand-over, C waits on a current_thread
+// runtime queued on a mutex, so b's wait could not return while a's drive
+// ran: this hung into its watchdog.)
+struct meeting {
+    std::mutex m;
+    bool b_may_run = false, b_returned = false;
+    aspen_waker* a_waker = nullptr;
+    aspen_waker* b_waker = nullptr;
+    std::atomic<bool> a_polled{false};
+};
+
+aspen_status wait_in(bool ready, aspen_waker** slot, aspen_context* cx) {
+    if (ready) return ASPEN_READY;
+    if (!*slot && aspen_context_waker(cx, slot) != ASPEN_OK) return ASPEN_ERROR;
+    return ASPEN_PENDING;
+}
+
+void wake_out(aspen_waker** slot) {
+    if (*slot) aspen_waker_wake(std::exchange(*slot, nullptr));
+}
+
+aspen_status meet_a(void* d, aspen_context* cx) {
+    auto* m = static_cast<meeting*>(d);
+    std::lock_guard lock(m->m);
+    m->a_polled.store(true);
+    return wait_in(m->b_returned, &m->a_waker, cx);
+}
+
+aspen_status meet_b(void* d, aspen_context* cx) {
+    auto* m = static_cast<meeting*>(d);
+    std::lock_guard lock(m->m);
+    return wait_in(m->b_may_run, &m->b_waker, cx);
+}
+
+TEST(CapiCurrentThread, TwoThreadsWaitOnJoinsOfOneRuntimeAtOnce) {
+    aspen_runtime* rt = make_c_runtime(0);
+    aspen_handle* h = nullptr;
+    ASSERT_EQ(aspen_runtime_handle(rt, &h), ASPEN_OK);
+    meeting m;
+    aspen_status a_outcome = ASPEN_ERROR, b_outcome = ASPEN_ERROR;
+    auto wait_on = [&](aspen_poll_fn poll, aspen_status* outcome) {
+        aspen_join* j = nullptr;
+        ASSERT_EQ(aspen_handle_spawn(h, poll, &m, nullptr, &j), ASPEN_OK);
+        *outcome = aspen_join_wait(j);
+        aspen_join_free(j);
+    };
+    aspen_test::within(60s, "two C waits on one current_thread runtime", [&] {
+        std::thread a(wait_on, meet_a, &a_outcome);
+        while (!m.a_polled.load()) std::this_thread::yield();  // a's thread drives
+        std::thread b([&] {
+            wait_on(meet_b, &b_outcome);
+            std::lock_guard lock(m.m);
+            m.b_returned = true;
+            wake_out(&m.a_waker);
+        });
+        std::this_thread::sleep_for(20ms);
+        {
+            std::lock_guard lock(m.m);
+            m.b_may_run = true;
+            wake_out(&m.b_waker);
+        }
+        a.join();
+        b.join();
+    });
+    EXPECT_EQ(a_outcome, ASPEN_OK) << aspen_status_name(a_outcome);
+    EXPECT_EQ(b_outcome, ASPEN_OK) << aspen_status_name(b_outcome);
+    aspen_handle_free(h);
+    EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
 }
 
 TEST(CapiHandleMisuse, NullArgumentsAreErrorsAndDropTheData) {

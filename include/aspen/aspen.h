@@ -89,7 +89,10 @@ typedef void (*aspen_drop_fn)(void* data);
 typedef struct aspen_config {
     size_t size; /* sizeof(aspen_config) as the caller compiled it; set by aspen_config_init */
     int current_thread; /* nonzero: a single-threaded executor run by the thread in
-                           aspen_block_on / aspen_join_wait; worker fields ignored */
+                           aspen_block_on / aspen_join_wait, one at a time: a
+                           call on another thread meanwhile waits, its task
+                           running in that drive, and takes the drive over if
+                           that one ends first; worker fields ignored */
     size_t workers;     /* worker threads (default: one per hardware thread) */
     uint32_t local_queue_capacity; /* ring slots per worker, a power of two */
     uint32_t steal_attempts;

@@ -116,9 +116,6 @@ struct aspen_runtime {
     std::shared_ptr<handle_link> link = std::make_shared<handle_link>(this);
     std::unique_ptr<aspen::runtime> multi;
     std::unique_ptr<aspen::current_thread_runtime> single;
-    // A current-thread runtime runs on one thread at a time; a second
-    // block_on would be refused, so C callers queue here instead.
-    std::mutex drive;
     // Set before shutdown so that tasks it drops report ASPEN_SHUT_DOWN
     // rather than ASPEN_CANCELLED.
     std::atomic<bool> stopping{false};
@@ -129,11 +126,11 @@ struct aspen_runtime {
         return f(*single);
     }
 
-    // block_on, queued behind other C callers on a current-thread runtime.
+    // On a current-thread runtime a block_on from a second thread waits
+    // while another drives and takes the drive over if that one ends first.
     template <class T>
     T block_on(aspen::task<T> t) {
         if (multi) return multi->block_on(std::move(t));
-        std::lock_guard g(drive);
         return single->block_on(std::move(t));
     }
 
