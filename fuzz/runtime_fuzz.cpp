@@ -1,7 +1,7 @@
 // libFuzzer target: the public API driven by fuzzed programs.
 //
-// Byte 0 configures a small runtime (1..4 workers, a 4..16-slot ring, a
-// coop budget of 1..8) and, in bit 7, whether the runtime is destroyed as
+// Byte 0 configures a small runtime (a current_thread runtime or 1..3
+// workers, a 4..16-slot ring, a coop budget of 1..8) and, in bit 7, whether the runtime is destroyed as
 // soon as the root returns, while detached children may still wait, run
 // or be woken from the foreign thread. Each further byte is one step of
 // the root task: spawn a child of one of seven kinds (yield; wait for a
@@ -177,6 +177,10 @@ aspen::task<void> root(world& w, const std::uint8_t* p, std::size_t n) {
     w.counts.next_id.store(next_id, std::memory_order_relaxed);
 }
 
+aspen::task<void> drive_until_alone(aspen::current_thread_runtime& rt) {
+    while (rt.metrics().tasks_alive > 1) co_await aspen::yield_now();
+}
+
 [[noreturn]] void die(const char* what) {
     std::fprintf(stderr, "runtime_fuzz: %s\n", what);
     std::abort();
@@ -187,16 +191,22 @@ aspen::task<void> root(world& w, const std::uint8_t* p, std::size_t n) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return 0;
     aspen::config cfg;
-    cfg.workers = 1 + data[0] % 4;
+    const bool single = data[0] % 4 == 0;  // a current_thread runtime
+    cfg.workers = single ? 1 : data[0] % 4;
     cfg.local_queue_capacity = std::uint32_t{4} << ((data[0] >> 2) % 3);
     cfg.coop_budget = 1 + ((data[0] >> 4) & 7);
     const bool destroy_at_once = (data[0] & 0x80) != 0;
     world w(static_cast<std::uint32_t>(size));
-    {
+    // Detached children may still run: wait for them, or let the
+    // destruction cancel them (racing the foreign thread's wakes).
+    if (single) {
+        aspen::current_thread_runtime rt(cfg);
+        rt.block_on(root(w, data + 1, size - 1));
+        // They run only while a block_on drives: drive until only this is left.
+        if (!destroy_at_once) rt.block_on(drive_until_alone(rt));
+    } else {
         aspen::runtime rt(cfg);
         rt.block_on(root(w, data + 1, size - 1));
-        // Detached children may still run: wait for them, or let the
-        // destruction cancel them (racing the foreign thread's wakes).
         while (!destroy_at_once && rt.metrics().tasks_alive != 0)
             std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
