@@ -1,16 +1,16 @@
 // libFuzzer target: the public API driven by fuzzed programs.
 //
 // Byte 0 configures a small runtime (a current_thread runtime or 1..3
-// workers, a 4..16-slot ring, a coop budget of 1..8) and, in bit 7, whether the runtime is destroyed as
-// soon as the root returns, while detached children may still wait, run
-// or be woken from the foreign thread. Each further byte is one step of
-// the root task: spawn a child of one of seven kinds (yield; wait for a
-// wake from a foreign thread; send on a bounded mpsc channel; hold a
-// semaphore permit; hold the mutex; receive from a oneshot filled by a
-// helper task; await a nested task), await / abort / detach one of the
-// handles, or yield. Afterwards the root awaits what is left, the
-// channel's consumer drains it, and the runtime goes away: once no task is
-// alive, or at once (bit 7).
+// workers, a 4..16-slot ring, a coop budget of 1..8) and, in bit 7,
+// whether the runtime is destroyed as soon as the root returns, while
+// detached children may still wait, run or be woken from the foreign
+// thread. Each further byte is one step of the root task: spawn a child
+// of one of seven kinds (yield; wait for a wake from a foreign thread;
+// send on a bounded mpsc channel; hold a semaphore permit; hold the mutex;
+// receive from a oneshot filled by a helper task; await a nested task),
+// await / abort / detach one of the handles, or yield. Afterwards the root
+// awaits what is left, the channel's consumer drains it, and the runtime
+// goes away: once no task is alive, or at once (bit 7).
 //
 // Checked for every input: each child's frame destroyed exactly once, its
 // body started at most once and, unless aborted (or detached and the

@@ -94,7 +94,8 @@ TEST(Scheduler, NoLostWakeupFromForeignThread) {
 // idle_state::should_wake). The test seam holds the waking thread for 20 ms
 // between its push and its notify while a yielding task keeps the worker
 // awake; the runtime's destruction must not end before the seam returns.
-// (Before the fix it ended first, and ASan reported the notify's read.)
+// (Without the wait it ended first, and UBSan reported the notify's call
+// through the freed scheduler.)
 namespace remote_push_window {
 std::atomic<std::thread::id> held_thread{};
 std::atomic<bool> seam_entered{false}, seam_returned{false};
