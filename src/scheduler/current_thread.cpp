@@ -1,8 +1,6 @@
 #include "scheduler/current_thread.hpp"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include "sync/futex.hpp"
 
 #include <stdexcept>
 #include <utility>
@@ -11,19 +9,14 @@ namespace aspen::detail {
 
 // ---- drive_handoff --------------------------------------------------------------
 namespace {
-// Raw futex calls: a word's owner may return (ending the word's life) as
-// soon as it sees its bit, before the setter's wake; a FUTEX_WAKE only
-// names the address (see block_until_complete in task_core.cpp).
-void wake_word(std::atomic<std::uint32_t>* word) noexcept {
-    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-}
-// Sleeps until word has one of `bits`.
+// Sleeps until word has one of `bits` (the word is on the waiter's stack:
+// sync/futex.hpp says why the calls are raw).
 void sleep_until(std::atomic<std::uint32_t>& word, std::uint32_t bits) noexcept {
     for (;;) {
         // acquire: pairs with the setter's release.
         std::uint32_t v = word.load(std::memory_order_acquire);
         if (v & bits) return;
-        syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, v, nullptr, nullptr, 0);
+        futex_wait(&word, v);
     }
 }
 // The waiting block_on's task's join waker: it points at the waiter.
@@ -32,7 +25,7 @@ void handoff_wake(void* p) noexcept {
     auto* word = &static_cast<drive_handoff::waiter*>(p)->word;
     // release: the task's completion (before this wake) to the waiter.
     word->fetch_or(drive_handoff::root_done, std::memory_order_release);
-    wake_word(word);
+    futex_wake_one(word);
 }
 constexpr waker_vtable handoff_waker_vtable{handoff_nop, handoff_wake, handoff_wake, handoff_nop};
 }  // namespace
@@ -77,7 +70,7 @@ void drive_handoff::drive_ended() noexcept {
         // release: the drive's queue edits to the next driver (its
         // exchange of the drive flag acquires them too).
         w->word.fetch_or(drive_over, std::memory_order_release);
-        wake_word(&w->word);
+        futex_wake_one(&w->word);
         w = next;
     }
 }

@@ -14,10 +14,7 @@
 #include <aspen/detail/thread_parker.hpp>
 
 #include "scheduler/scheduler.hpp"
-
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include "sync/futex.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -49,7 +46,7 @@ void parker_wake_by_ref(void* p) noexcept {
     // release: what the waker did before the wake (a value sent, a lock
     // freed) happens before the parked thread's acquire swap and re-poll.
     t->woken.store(1, std::memory_order_release);
-    syscall(SYS_futex, &t->woken, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    futex_wake_one(&t->woken);
 }
 void parker_wake(void* p) noexcept {
     parker_wake_by_ref(p);
@@ -63,8 +60,7 @@ thread_parker::thread_parker() : target_(new parker_target), waker_(&parker_vtab
 
 void thread_parker::park() noexcept {
     // acquire: pairs with the waker's release store.
-    while (target_->woken.exchange(0, std::memory_order_acquire) == 0)
-        syscall(SYS_futex, &target_->woken, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
+    while (target_->woken.exchange(0, std::memory_order_acquire) == 0) futex_wait(&target_->woken, 0);
 }
 
 void check_may_block(const char* what) {

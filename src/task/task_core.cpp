@@ -7,14 +7,11 @@
 // joiner woken iff registered); `bash spec/run.sh` runs it.
 #include "scheduler/multi_thread.hpp"  // the join's fast path (suspend_on_join)
 #include "scheduler/scheduler.hpp"
+#include "sync/futex.hpp"
 
 #include <aspen/coop.hpp>
 #include <aspen/detail/frame_pool.hpp>
 #include <aspen/errors.hpp>
-
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cassert>
@@ -391,19 +388,11 @@ bool register_join_waker(task_header* t, const aspen::waker& w) {
     // acquire: COMPLETE lets the joiner read the result.
     std::uint64_t s = t->state.load(std::memory_order_acquire);
     if (s & state::complete) return false;
-    if (s & state::join_waker) {
-        // Registered before (a re-poll, or a new awaiter after the old one
-        // was dropped). While JOIN_WAKER is set the field belongs to the task
-        // side, which may be moving it out right now: take it back with the
-        // clearing CAS before even looking at it (spec/task_state.pml).
-        // acq_rel: acquire the completer's view; release nothing yet.
-        while (!(s & state::complete)) {
-            if (t->state.compare_exchange_weak(s, s & ~state::join_waker, std::memory_order_acq_rel,
-                                               std::memory_order_acquire))
-                break;
-        }
-        if (s & state::complete) return false;
-    }
+    // Registered before (a re-poll, or a new awaiter after the old one was
+    // dropped): while JOIN_WAKER is set the field belongs to the task side,
+    // which may be moving it out right now, so take it back with the
+    // clearing CAS before even looking at it (spec/task_state.pml).
+    if ((s & state::join_waker) && !unregister_join_waker(t)) return false;
     t->join_waker = w;  // ours while JOIN_WAKER is clear (same waker: harmless)
     s = t->state.load(std::memory_order_acquire);
     for (;;) {
@@ -419,9 +408,9 @@ bool register_join_waker(task_header* t, const aspen::waker& w) {
 }
 
 bool unregister_join_waker(task_header* t) noexcept {
-    // acq_rel: as register_join_waker's clearing CAS. Once JOIN_WAKER is
-    // clear the field is the handle side's again; COMPLETE first means the
-    // completer took the waker and wakes it.
+    // acq_rel: acquire the completer's view; release nothing yet. Once
+    // JOIN_WAKER is clear the field is the handle side's again; COMPLETE
+    // first means the completer took the waker and wakes it.
     std::uint64_t s = t->state.load(std::memory_order_acquire);
     while (!(s & state::complete)) {
         if (t->state.compare_exchange_weak(s, s & ~state::join_waker, std::memory_order_acq_rel,
@@ -482,14 +471,8 @@ bool unregister_join_waker(task_header* t) noexcept {
 
 // ---- thread blocked in block_on ---------------------------------------------
 namespace {
-// The waiter lives on the blocked thread's stack, and that thread may see
-// done == 1 and return (ending the waiter's lifetime) before the completer
-// has issued its wake. std::atomic::notify_one would then be a call on a
-// dead object; a raw FUTEX_WAKE only names the address (the kernel does not
-// read a private futex's memory to wake it), so it stays well-defined. A
-// wake that lands on a later waiter at the same stack address is spurious,
-// and every wait re-checks in a loop. No wake is lost: FUTEX_WAIT sleeps
-// only if the word still reads 0, checked inside the kernel.
+// The waiter lives on the blocked thread's stack, which that thread may
+// leave before the completer's wake: hence the raw futex (sync/futex.hpp).
 struct thread_waiter {
     std::atomic<std::uint32_t> done{0};
 };
@@ -499,7 +482,7 @@ void tw_wake(void* p) noexcept {
     // release: the task's completion (set before this wake) to the waiter's
     // acquire load.
     done->store(1, std::memory_order_release);
-    syscall(SYS_futex, done, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    futex_wake_one(done);
 }
 constexpr waker_vtable thread_waker_vtable{tw_nop, tw_wake, tw_wake, tw_nop};
 }  // namespace
@@ -515,8 +498,7 @@ void block_until_complete(task_header* t) {
     if (!registered) return;
     // acquire: pairs with tw_wake's release, which comes after COMPLETE, so
     // the result is visible too.
-    while (waiter.done.load(std::memory_order_acquire) == 0)
-        syscall(SYS_futex, &waiter.done, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
+    while (waiter.done.load(std::memory_order_acquire) == 0) futex_wait(&waiter.done, 0);
 }
 
 // ---- polling ------------------------------------------------------------------
