@@ -5,6 +5,7 @@
 #include <aspen/aspen.h>
 
 #include "capi_util.hpp"
+#include "runtime_kinds.hpp"
 #include "test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -29,11 +30,8 @@
 
 namespace {
 
-const auto kinds = ::testing::Values(0, 1, 2, 8);
-
-std::string kind_name(const ::testing::TestParamInfo<int>& info) {
-    return info.param == 0 ? std::string("current_thread") : "workers" + std::to_string(info.param);
-}
+const auto& kinds = aspen_test::runtime_kinds;
+using aspen_test::kind_name;
 
 using aspen_test::make_c_runtime;
 
