@@ -37,7 +37,7 @@
  *                          twice) and then drops the waker (waker_drop). An
  *                          event published before the wake is seen by any poll
  *                          that starts after the wake.
- *   aborter                holds its own reference (as cancel_all_tasks's
+ *   aborter                holds its own reference (as shutdown's cancellation
  *                          snapshot, or a handle's): maybe abort_task, then
  *                          ref_dec.
  *   joiner                 the join_handle: maybe an earlier awaiter registers

@@ -201,8 +201,7 @@ void current_thread_scheduler::shutdown() {
     // acquire (seq_cst for the first load, see above): pairs with the
     // driver's release when it stops.
     while (driving_.load(std::memory_order_seq_cst)) driving_.wait(true, std::memory_order_acquire);
-    cancel_all_tasks();
-    wait_for_remote_pushes();
+    finish_shutdown();
 }
 
 bool current_thread_scheduler::drain_queues() {

@@ -709,8 +709,7 @@ void multi_thread_scheduler::shutdown() {
     for (auto& w : workers_)
         if (w->thread.joinable()) w->thread.join();  // not all started if the constructor failed
     stand_ins_.close();  // every stand-in's job ended before its lender's
-    cancel_all_tasks();
-    wait_for_remote_pushes();
+    finish_shutdown();
 }
 
 bool multi_thread_scheduler::drain_queues() {

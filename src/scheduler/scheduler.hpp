@@ -174,17 +174,19 @@ public:
     };
 
 protected:
-    // The end of shutdown, once every task is destroyed: no thread may still
-    // be inside a remote_push_scope when the scheduler is freed.
-    void wait_for_remote_pushes() const noexcept;
-    // Cancels every registered task and destroys what the queues still hold
-    // (through drain_queues) until both are empty. Callers: shutdown, once
-    // no worker runs any more.
-    void cancel_all_tasks() { cancel_tasks_not_held({}); }
-    // As cancel_all_tasks while some threads are still inside polls (a
-    // multi-threaded runtime's block_in_place functions): `held` lists the
-    // tasks of those polls (run or run nested there), which are only marked
-    // cancelled; returns once every task left is one of them.
+    // The last step of both schedulers' shutdown, once no worker runs any
+    // more: cancels every registered task and destroys what the queues
+    // still hold (through drain_queues) until both are empty, then waits
+    // until no thread is inside a remote_push_scope, so that the scheduler
+    // may be freed.
+    void finish_shutdown() {
+        cancel_tasks_not_held({});
+        wait_for_remote_pushes();
+    }
+    // finish_shutdown's cancellation, while some threads are still inside
+    // polls (a multi-threaded runtime's block_in_place functions): `held`
+    // lists the tasks of those polls (run or run nested there), which are
+    // only marked cancelled; returns once every task left is one of them.
     void cancel_tasks_not_held(const std::vector<task_header*>& held);
     virtual bool drain_queues() = 0;  // true if it destroyed anything
     // Destroys a task taken out of a run queue (holding the queue's ref).
@@ -203,6 +205,9 @@ protected:
 
 private:
     static void call_hook(const std::function<void()>& hook, std::atomic<bool>& threw, const char* name) noexcept;
+    // finish_shutdown's wait: no thread may still be inside a
+    // remote_push_scope when the scheduler is freed.
+    void wait_for_remote_pushes() const noexcept;
 
     // First member: destroyed last, after shutdown destroyed every task
     // (whose timers and sockets deregister from it).
