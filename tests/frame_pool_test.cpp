@@ -1,20 +1,26 @@
 // The frame pool (include/aspen/detail/frame_pool.hpp): blocks are reused
 // on the thread that freed them, a thread keeps at most 512 of a size class,
-// and a thread's hoard goes back to the system when the thread exits. This
-// binary replaces the global operator new/delete to count the blocks the
-// system allocator has handed out; each test does its allocations on
-// threads of its own while the main thread waits in join(), so nothing
-// else allocates in between. In the ASan build (ASPEN_NO_FRAME_POOL) every
-// free goes to the system at once, and the tests check that instead. The
-// TSan build skips them: TSan's runtime defines the global operator new
-// itself, so it cannot be replaced there.
+// a full list goes to the process-wide depot (up to depot_lists_of(class)
+// lists) where a thread whose list ran dry takes it, and a thread's own list
+// goes back to the system when the thread exits. This binary replaces the
+// global operator new/delete to count the blocks the system allocator has
+// handed out; each test does its allocations on threads of its own while
+// the main thread waits in join(), so nothing else allocates in between,
+// and uses a frame size of its own, so that it starts with an empty depot
+// class. In the ASan build (ASPEN_NO_FRAME_POOL) every free goes to the
+// system at once, and the tests check that instead. The TSan build skips
+// them: TSan's runtime defines the global operator new itself, so it
+// cannot be replaced there.
 #include <aspen/detail/frame_pool.hpp>
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -45,22 +51,32 @@ using aspen::detail::block_size_of;
 using aspen::detail::deallocate_frame;
 using aspen::detail::pool::max_cached_per_class;
 
-// A frame size no other code in this binary allocates blocks of.
-constexpr std::size_t frame_size = 1000;
-constexpr std::size_t block_size = block_size_of(frame_size, 0, 1);
+constexpr bool pool_enabled = aspen::detail::pool::enabled;
 constexpr long cap = static_cast<long>(max_cached_per_class);
-constexpr long pooled = aspen::detail::pool::enabled ? cap : 0;
+constexpr long pooled = pool_enabled ? cap : 0;
 
-std::vector<void*> allocate(std::size_t n) {
-    std::vector<void*> frames;
-    frames.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) frames.push_back(allocate_frame(frame_size, 0, 1));
-    return frames;
-}
+// A frame size of its own per test (no other code in this binary allocates
+// blocks of these classes), and how many blocks the depot keeps of it.
+struct frame_class {
+    std::size_t frame_size;
+    std::size_t block_size() const { return block_size_of(frame_size, 0, 1); }
+    long depot_lists() const {
+        using namespace aspen::detail::pool;
+        return pool_enabled ? static_cast<long>(depot_lists_of(class_of(block_size()))) : 0;
+    }
+    long depot_blocks() const { return depot_lists() * cap; }
+    std::vector<void*> allocate(std::size_t n) const {
+        std::vector<void*> frames;
+        frames.reserve(n);
+        for (std::size_t i = 0; i < n; ++i) frames.push_back(allocate_frame(frame_size, 0, 1));
+        return frames;
+    }
+    void free_all(const std::vector<void*>& frames) const {
+        for (void* f : frames) deallocate_frame(f, block_size());
+    }
+};
 
-void free_all(const std::vector<void*>& frames) {
-    for (void* f : frames) deallocate_frame(f, block_size);
-}
+long live() { return live_blocks.load(std::memory_order_relaxed); }
 
 template <class F>
 void on_new_thread(F f) {
@@ -73,53 +89,171 @@ void on_new_thread(F f) {
 #define SKIP_WITHOUT_COUNTING() (void)0
 #endif
 
-TEST(FramePool, KeepsAtMostItsCapAndReusesWhatItKeeps) {
+TEST(FramePool, AThreadKeepsOneListTheDepotTheNextOnesAndTheSystemTheRest) {
     SKIP_WITHOUT_COUNTING();
-    long before = live_blocks.load(std::memory_order_relaxed);
+    const frame_class fc{1000};
+    const long lists = fc.depot_lists();
+    ASSERT_GE(lists, pool_enabled ? 1 : 0);
+    const long n = cap * (lists + 1) + 88;
+    long before = live();
     long while_alive = 0, after_reuse = 0;
     bool reused_last_freed_first = false;
     on_new_thread([&] {
-        std::vector<void*> frames = allocate(cap + 88);
-        long base = live_blocks.load(std::memory_order_relaxed);
-        free_all(frames);
-        while_alive = live_blocks.load(std::memory_order_relaxed) - base;
-        // The pool is LIFO: the next block of the class is the last one it kept.
-        void* again = allocate_frame(frame_size, 0, 1);
-        reused_last_freed_first = again == frames[static_cast<std::size_t>(cap) - 1];
-        std::vector<void*> more = allocate(static_cast<std::size_t>(cap) - 1);
-        after_reuse = live_blocks.load(std::memory_order_relaxed) - base;
-        deallocate_frame(again, block_size);
-        free_all(more);
+        std::vector<void*> frames = fc.allocate(static_cast<std::size_t>(n));
+        long base = live();
+        fc.free_all(frames);
+        while_alive = live() - base;
+        // The thread's list is LIFO: the next block is the last one it kept,
+        // the last of the first `cap` frees after the depot filled up.
+        void* again = allocate_frame(fc.frame_size, 0, 1);
+        reused_last_freed_first = again == frames[static_cast<std::size_t>(cap * (lists + 1)) - 1];
+        // The rest of the thread's list, then the depot's lists, then 5
+        // from the system.
+        base = live();
+        std::vector<void*> more = fc.allocate(static_cast<std::size_t>(cap * (lists + 1) + 4));
+        after_reuse = live() - base;
+        deallocate_frame(again, fc.block_size());
+        fc.free_all(more);
     });
-    // cap + 88 frames were freed: the pool kept `pooled` of them and gave
-    // the rest back. Taking `cap` blocks again costs the system nothing new
-    // when they come from the pool (the vector `more` is one allocation).
-    EXPECT_EQ(while_alive, -(cap + 88) + pooled);
-    EXPECT_EQ(after_reuse, -(cap + 88) + pooled + (cap - pooled) + 1);
-    if (aspen::detail::pool::enabled) {
+    // The pool kept cap * (lists + 1) of the n frees and gave the rest back.
+    EXPECT_EQ(while_alive, -n + pooled + fc.depot_blocks());
+    // Taking as many again cost the system only the 5 the pool did not have
+    // (the vector `more` is one block more); without a pool, every one.
+    EXPECT_EQ(after_reuse, 1 + (pool_enabled ? 5 : cap * (lists + 1) + 4));
+    if (pool_enabled) {
         EXPECT_TRUE(reused_last_freed_first);
     }
-    // The thread's exit gave its hoard back.
-    EXPECT_EQ(live_blocks.load(std::memory_order_relaxed), before);
+    // The thread's exit gave its own list back; the depot keeps its lists
+    // (filled again by the second round of frees).
+    EXPECT_EQ(live() - before, fc.depot_blocks());
 }
 
-TEST(FramePool, ABlockFreedOnAnotherThreadStaysThereAndGoesWithIt) {
+TEST(FramePool, BlocksFreedOnAnotherThreadReachTheAllocatingThreadThroughTheDepot) {
     SKIP_WITHOUT_COUNTING();
-    long before = live_blocks.load(std::memory_order_relaxed);
+    const frame_class fc{1200};
+    const long lists = fc.depot_lists();
+    const long n = cap * (lists + 1) + 10;
+    long before = live();
     std::vector<void*> frames;
-    on_new_thread([&] { frames = allocate(cap + 10); });
-    long after_allocating = live_blocks.load(std::memory_order_relaxed);
+    on_new_thread([&] { frames = fc.allocate(static_cast<std::size_t>(n)); });
+    long after_allocating = live();
     long kept_by_freeing_thread = 0;
     on_new_thread([&] {
-        long base = live_blocks.load(std::memory_order_relaxed);
-        free_all(frames);
-        kept_by_freeing_thread = live_blocks.load(std::memory_order_relaxed) - base + (cap + 10);
+        long base = live();
+        fc.free_all(frames);
+        kept_by_freeing_thread = live() - base + n;
     });
     // The vector of frame addresses is one more block.
-    EXPECT_EQ(after_allocating - before, cap + 10 + 1);
-    EXPECT_EQ(kept_by_freeing_thread, pooled);
+    EXPECT_EQ(after_allocating - before, n + 1);
+    EXPECT_EQ(kept_by_freeing_thread, pooled + fc.depot_blocks());
+    // The freeing thread's exit gave its own list back, not the depot's.
+    EXPECT_EQ(live() - before, 1 + fc.depot_blocks());
+
+    // A producer whose list is empty takes the consumer's freed blocks from
+    // the depot before it asks the system for any.
+    long from_system = 0, of_the_freed = 0;
+    std::set<void*> freed(frames.begin(), frames.end());
+    on_new_thread([&] {
+        long base = live();
+        std::vector<void*> again = fc.allocate(static_cast<std::size_t>(fc.depot_blocks() + 3));
+        from_system = live() - base - 1;  // without the vector
+        for (void* f : again) of_the_freed += freed.count(f) ? 1 : 0;
+        fc.free_all(again);
+    });
+    EXPECT_EQ(from_system, 3 + (pool_enabled ? 0 : fc.depot_blocks()));
+    EXPECT_EQ(of_the_freed, pool_enabled ? fc.depot_blocks() : of_the_freed);
     frames = std::vector<void*>();  // frees the vector's own block
-    EXPECT_EQ(live_blocks.load(std::memory_order_relaxed), before);
+    freed.clear();
+    EXPECT_EQ(live() - before, fc.depot_blocks());
+}
+
+// A thread_local destructor that runs after the pool's own exit cleanup
+// still allocates and frees frames: those must come from and go to the
+// system. Taking a list from the depot then would leak it (nothing frees
+// the thread's lists any more), and giving it one would hand over blocks
+// the cleanup has freed.
+TEST(FramePool, AThreadPastItsExitCleanupNeitherTakesFromNorGivesToTheDepot) {
+    SKIP_WITHOUT_COUNTING();
+    const frame_class fc{1400};
+    const frame_class other{1500};
+    const frame_class empty{1600};
+    long before = live();
+    on_new_thread([&] {  // fills the depot's lists of the class
+        std::vector<void*> frames = fc.allocate(static_cast<std::size_t>(cap * (fc.depot_lists() + 1)));
+        fc.free_all(frames);
+    });
+    EXPECT_EQ(live() - before, fc.depot_blocks());
+    long late_from_system = -1, late_after_free = -1;
+    on_new_thread([&] {
+        struct late {
+            const frame_class& fc;
+            const frame_class& empty;
+            long& from_system;
+            long& after_free;
+            ~late() {
+                long base = live();
+                // The class whose depot lists are full, and one whose depot
+                // is empty (a free must not give the dead list to it).
+                std::vector<void*> f = fc.allocate(static_cast<std::size_t>(cap + 4));
+                std::vector<void*> e = empty.allocate(3);
+                from_system = live() - base - 2;  // without the vectors
+                fc.free_all(f);
+                empty.free_all(e);
+                after_free = live() - base - 2;
+            }
+        };
+        // Constructed before the pool's cleanup object, which the first
+        // pooled free below creates, so destroyed after it.
+        thread_local late l{fc, empty, late_from_system, late_after_free};
+        (void)l;
+        void* f = allocate_frame(other.frame_size, 0, 1);
+        deallocate_frame(f, other.block_size());
+    });
+    EXPECT_EQ(late_from_system, cap + 4 + 3);
+    EXPECT_EQ(late_after_free, 0);
+    EXPECT_EQ(live() - before, fc.depot_blocks());
+}
+
+// Threads that allocate and threads that free the same class at once, so
+// that full lists go into the depot and empty ones take them out while
+// others do the same: no block is handed out twice (each holder stamps its
+// blocks and checks the stamps before it passes them on; ThreadSanitizer
+// sees two holders of one block as a race). Runs in every build.
+TEST(FramePool, ConcurrentProducersAndConsumersNeverShareABlock) {
+    const frame_class fc{1700};
+    constexpr int threads = 4;
+    constexpr int rounds = 40;
+    const std::size_t batch = static_cast<std::size_t>(cap) * 3;
+    std::mutex m;
+    std::vector<std::vector<void*>> handed;  // batches waiting for a freeing thread
+    std::atomic<long> bad_stamps{0}, duplicates{0};
+    auto work = [&](int id) {
+        for (int r = 0; r < rounds; ++r) {
+            std::vector<void*> mine = fc.allocate(batch);
+            std::set<void*> distinct(mine.begin(), mine.end());
+            if (distinct.size() != mine.size()) duplicates.fetch_add(1, std::memory_order_relaxed);
+            const std::uintptr_t stamp = static_cast<std::uintptr_t>(id) << 16 | static_cast<std::uintptr_t>(r);
+            for (void* f : mine) *static_cast<std::uintptr_t*>(f) = stamp;
+            for (void* f : mine)
+                if (*static_cast<std::uintptr_t*>(f) != stamp) bad_stamps.fetch_add(1, std::memory_order_relaxed);
+            std::vector<void*> theirs;
+            {
+                std::lock_guard lock(m);
+                handed.push_back(std::move(mine));
+                if (handed.size() > 1) {  // someone else's batch, most often
+                    theirs = std::move(handed.front());
+                    handed.erase(handed.begin());
+                }
+            }
+            fc.free_all(theirs);
+        }
+    };
+    std::vector<std::thread> ts;
+    for (int i = 0; i < threads; ++i) ts.emplace_back(work, i);
+    for (auto& t : ts) t.join();
+    for (auto& b : handed) fc.free_all(b);
+    EXPECT_EQ(duplicates.load(), 0);
+    EXPECT_EQ(bad_stamps.load(), 0);
 }
 
 }  // namespace

@@ -22,6 +22,15 @@ namespace pool {
 inline constexpr std::size_t granule = 16;
 inline constexpr std::size_t num_classes = 128;
 inline constexpr std::size_t max_cached_per_class = 512;
+// The depot (frame_pool.cpp) holds full lists of max_cached_per_class
+// blocks: of a class, as many as fit in depot_bytes_per_class, at least
+// one and at most depot_lists.
+inline constexpr std::size_t depot_bytes_per_class = std::size_t{1} << 20;
+inline constexpr std::size_t depot_lists = 8;
+constexpr std::size_t depot_lists_of(std::size_t c) noexcept {
+    std::size_t n = depot_bytes_per_class / (max_cached_per_class * (c + 1) * granule);
+    return n == 0 ? 1 : (n > depot_lists ? depot_lists : n);
+}
 // ASPEN_NO_FRAME_POOL must be the same in every translation unit (the
 // build sets it for the whole tree, see CMakeLists.txt): the library
 // defines only the marker of the mode it was built in, so code built in
