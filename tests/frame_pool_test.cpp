@@ -104,7 +104,7 @@ TEST(FramePool, AThreadKeepsOneListTheDepotTheNextOnesAndTheSystemTheRest) {
         fc.free_all(frames);
         while_alive = live() - base;
         // The thread's list is LIFO: the next block is the last one it kept,
-        // the last of the first `cap` frees after the depot filled up.
+        // the last of the `cap` frees it made once the depot was full.
         void* again = allocate_frame(fc.frame_size, 0, 1);
         reused_last_freed_first = again == frames[static_cast<std::size_t>(cap * (lists + 1)) - 1];
         // The rest of the thread's list, then the depot's lists, then 5
