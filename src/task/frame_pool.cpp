@@ -129,10 +129,7 @@ void* allocate_from_system(std::size_t total, std::size_t result_offset) {
     // stay empty); an armed thread frees what it takes at exit.
     if (enabled && c < num_classes && tls_lists.counts[c] < max_cached_per_class && take_from_depot(c)) {
         if (!tls_lists.cleanup_armed) arm_cleanup();
-        free_block* b = tls_lists.heads[c];
-        tls_lists.heads[c] = b->next;
-        --tls_lists.counts[c];
-        return start_block(b, total, result_offset);
+        return start_block(pop(c), total, result_offset);
     }
     void* block = ::operator new(system_size(total));
     return start_block(block, total, result_offset);

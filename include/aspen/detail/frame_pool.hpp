@@ -86,6 +86,15 @@ inline void push(void* block, std::size_t c) noexcept {
     ++tls_lists.counts[c];
 }
 
+// Takes the newest block off class c's list (the caller checked that the
+// list is not empty).
+inline free_block* pop(std::size_t c) noexcept {
+    free_block* b = tls_lists.heads[c];
+    tls_lists.heads[c] = b->next;
+    --tls_lists.counts[c];
+    return b;
+}
+
 inline void free_block_of(void* block, std::size_t bytes) noexcept {
     std::size_t c = class_of(bytes);
     // The armed flag, not an empty list, sends a thread's first push out of
@@ -109,13 +118,8 @@ inline void* allocate_frame(std::size_t frame_size, std::size_t result_size, std
     std::size_t result_offset = result_offset_of(frame_size, result_align);
     std::size_t total = result_offset + result_size;
     std::size_t c = pool::class_of(total);
-    if (pool::enabled && c < pool::num_classes) {
-        if (pool::free_block* b = pool::tls_lists.heads[c]) {
-            pool::tls_lists.heads[c] = b->next;
-            --pool::tls_lists.counts[c];
-            return pool::start_block(b, total, result_offset);
-        }
-    }
+    if (pool::enabled && c < pool::num_classes && pool::tls_lists.heads[c] != nullptr)
+        return pool::start_block(pool::pop(c), total, result_offset);
     return pool::allocate_from_system(total, result_offset);
 }
 
