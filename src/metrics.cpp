@@ -18,6 +18,8 @@ worker_metrics& worker_metrics::operator+=(const worker_metrics& o) noexcept {
     parks += o.parks;
     unparks += o.unparks;
     send_polls += o.send_polls;
+    budget_forced_yields += o.budget_forced_yields;
+    local_queue_depth += o.local_queue_depth;
     for (std::size_t i = 0; i < poll_time_buckets; ++i) poll_time_histogram[i] += o.poll_time_histogram[i];
     poll_time_ns += o.poll_time_ns;
     if (o.longest_poll_ns > longest_poll_ns) longest_poll_ns = o.longest_poll_ns;

@@ -653,6 +653,12 @@ TEST_P(capi, ShutdownWaitsForBlockingAndDropsQueued) {
     while (!held.started.load(std::memory_order_acquire)) std::this_thread::yield();
     aspen_join* j = nullptr;
     ASSERT_EQ(aspen_spawn_blocking(rt, quick_fn, &queued, drop_blocker, &j), ASPEN_OK);
+    aspen_metrics m;
+    m.size = sizeof m;
+    ASSERT_EQ(aspen_runtime_metrics(rt, &m), ASPEN_OK) << aspen_last_error();
+    EXPECT_EQ(m.blocking_threads, 1u);  // the one thread, running `held`
+    EXPECT_EQ(m.idle_blocking_threads, 0u);
+    EXPECT_EQ(m.blocking_queue_depth, 1u);  // `queued` waits for it
     EXPECT_EQ(aspen_join_abort(j), ASPEN_OK);  // queued: it never runs
     EXPECT_EQ(aspen_join_wait(j), ASPEN_CANCELLED);
     EXPECT_EQ(queued.runs.load(), 0);
@@ -2096,9 +2102,24 @@ protected:
 
     // Runs l to its end: every operation done, in order, none lost; no poll
     // did more than the budget; and where the loop shares one thread with
-    // the two tasks it spawned, both ran before it ended.
-    void run(ready_loop& l, const char* what) {
+    // the two tasks it spawned, both ran before it ended. Each pending was
+    // a yield for the spent budget (budget_forced_yields), except, where
+    // `may_wait`, ones that waited for readiness.
+    void run(ready_loop& l, const char* what, bool may_wait = false) {
+        aspen_metrics before;
+        before.size = sizeof before;
+        ASSERT_EQ(aspen_runtime_metrics(rt, &before), ASPEN_OK) << aspen_last_error();
         ASSERT_EQ(aspen_block_on(rt, ready_loop_poll, &l, nullptr), ASPEN_OK) << what << ": " << aspen_last_error();
+        aspen_metrics after;
+        after.size = sizeof after;
+        ASSERT_EQ(aspen_runtime_metrics(rt, &after), ASPEN_OK) << aspen_last_error();
+        const std::uint64_t forced = after.budget_forced_yields - before.budget_forced_yields;
+        if (may_wait) {
+            EXPECT_LE(forced, l.pendings) << what;
+            EXPECT_GE(forced, l.target / small_budget - 1) << what;
+        } else {
+            EXPECT_EQ(forced, l.pendings) << what;
+        }
         for (aspen_join* j : l.other_joins) {
             EXPECT_EQ(aspen_join_wait(j), ASPEN_OK);
             aspen_join_free(j);
@@ -2123,7 +2144,7 @@ protected:
         ready_loop l;
         l.step = step;
         ASSERT_EQ(aspen_fd_adopt(p[0], &l.fd), ASPEN_OK);
-        run(l, what);
+        run(l, what, true);  // the first read may wait for the reactor's first report
         unsigned char b = 0;
         EXPECT_EQ(::read(aspen_fd_native(l.fd), &b, 1), -1) << what;  // every byte was read by the loop, once
         EXPECT_EQ(errno, EAGAIN) << what;
@@ -2372,22 +2393,25 @@ INSTANTIATE_TEST_SUITE_P(Kinds, capi_histogram, ::testing::Combine(kinds, ::test
 TEST(capi_histogram_abi, AnOlderMetricsStructIsNotWrittenPastItsEnd) {
     aspen_runtime* rt = make_c_runtime(2, [](aspen_config& c) { c.poll_time_histogram = 1; });
     make_polls(rt);
-    // The struct as it was before the histogram was appended.
-    const size_t old_size = offsetof(aspen_metrics, poll_time_histogram);
-    for (int worker = -1; worker < 2; ++worker) {
-        unsigned char buf[sizeof(aspen_metrics) + 16];
-        std::memset(buf, 0xAB, sizeof buf);
-        auto* old = reinterpret_cast<aspen_metrics*>(buf);
-        old->size = old_size;
-        aspen_status s = worker < 0 ? aspen_runtime_metrics(rt, old)
-                                    : aspen_runtime_worker_metrics(rt, static_cast<size_t>(worker), old);
-        ASSERT_EQ(s, ASPEN_OK) << aspen_last_error();
-        EXPECT_EQ(old->size, old_size);
-        EXPECT_EQ(old->workers, 2u);
-        if (worker < 0) {
-            EXPECT_GE(old->polls, 300u);
+    // The struct as it was before the histogram was appended, and before
+    // budget_forced_yields and the fields after it were.
+    for (const size_t old_size :
+         {offsetof(aspen_metrics, poll_time_histogram), offsetof(aspen_metrics, budget_forced_yields)}) {
+        for (int worker = -1; worker < 2; ++worker) {
+            unsigned char buf[sizeof(aspen_metrics) + 16];
+            std::memset(buf, 0xAB, sizeof buf);
+            auto* old = reinterpret_cast<aspen_metrics*>(buf);
+            old->size = old_size;
+            aspen_status s = worker < 0 ? aspen_runtime_metrics(rt, old)
+                                        : aspen_runtime_worker_metrics(rt, static_cast<size_t>(worker), old);
+            ASSERT_EQ(s, ASPEN_OK) << aspen_last_error();
+            EXPECT_EQ(old->size, old_size);
+            EXPECT_EQ(old->workers, 2u);
+            if (worker < 0) {
+                EXPECT_GE(old->polls, 300u);
+            }
+            for (size_t i = old_size; i < sizeof buf; ++i) ASSERT_EQ(buf[i], 0xAB) << "byte " << i << " written";
         }
-        for (size_t i = old_size; i < sizeof buf; ++i) ASSERT_EQ(buf[i], 0xAB) << "byte " << i << " written";
     }
     EXPECT_EQ(aspen_runtime_free(rt), ASPEN_OK);
 }

@@ -195,6 +195,13 @@ typedef struct aspen_metrics {
     uint64_t poll_time_histogram[ASPEN_POLL_TIME_BUCKETS];
     uint64_t poll_time_ns;       /* all polls together */
     uint64_t longest_poll_ns;    /* the longest single poll (totals: the longest of any worker) */
+    /* Appended later, as aspen::worker_metrics / runtime_metrics. */
+    uint64_t budget_forced_yields;  /* yields forced by a spent coop budget (not aspen_yield) */
+    uint64_t local_queue_depth;     /* tasks waiting in a worker's ring (or the current_thread
+                                       run queue), now; not its next slot or unpublished spawns */
+    uint64_t blocking_threads;      /* threads of the blocking pool, now */
+    uint64_t idle_blocking_threads; /* of those, waiting for a job */
+    uint64_t blocking_queue_depth;  /* blocking jobs waiting for a thread, now */
 } aspen_metrics;
 
 /* Totals over every worker (the per-runtime fields as they are). */
@@ -202,7 +209,8 @@ aspen_status aspen_runtime_metrics(aspen_runtime* rt, aspen_metrics* out);
 
 /* One worker's counters (index < out->workers of the totals); the fields
  * that belong to the runtime as a whole (remote_spawns, tasks_alive,
- * injector_depth, timers_armed, io_registrations) are the runtime's. An
+ * injector_depth, timers_armed, io_registrations and the blocking pool's
+ * three) are the runtime's. An
  * index out of range: ASPEN_EINVAL. */
 aspen_status aspen_runtime_worker_metrics(aspen_runtime* rt, size_t index, aspen_metrics* out);
 

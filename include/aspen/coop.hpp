@@ -69,9 +69,14 @@ namespace aspen {
 namespace detail {
 // Spends one unit of the current poll's budget; false when none is left.
 bool coop_try_consume() noexcept;
-void yield_current(std::coroutine_handle<> h) noexcept;
-// Suspends h on the leaf (as suspend_on_leaf) and re-queues the task behind
-// all ready work: a leaf whose budget ran out is polled in the next poll.
+void yield_current(std::coroutine_handle<> h) noexcept;  // yield_now
+// Counts a yield forced by a spent budget in the worker's
+// budget_forced_yields (yield_on_leaf does; the C API's polls call it).
+void note_budget_forced_yield() noexcept;
+// The budget is spent: suspends h on the leaf (as suspend_on_leaf; none:
+// resumes h) and re-queues the task behind all ready work, so the leaf is
+// polled in the task's next poll. Counted in the worker's
+// budget_forced_yields.
 void yield_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept;
 
 // The first poll of a leaf that spends budget (sync::leaf_awaitable): with
@@ -137,7 +142,7 @@ struct consume_budget_awaitable {
     }
     void await_suspend(std::coroutine_handle<> h) noexcept {
         suspended_ = true;
-        detail::yield_current(h);
+        detail::yield_on_leaf(h, nullptr, nullptr);  // the budget is spent
     }
     // After a yield the operation happens in the next poll and spends a unit
     // of that poll's fresh budget (after a ready await_ready it was spent).

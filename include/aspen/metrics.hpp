@@ -32,6 +32,15 @@ struct worker_metrics {
     std::uint64_t unparks = 0;            // times it woke up
     std::uint64_t send_polls = 0;         // reactor polls right after a TCP write to a
                                           // loopback peer (fewer when they find nothing)
+    std::uint64_t budget_forced_yields = 0;  // times a task here yielded because its coop
+                                             // budget was spent (not yield_now)
+    // Now, not a count: tasks waiting in this worker's ring (a
+    // current_thread runtime: in its run queue). The task a multi-thread
+    // worker's next slot holds, and the up to 64 it has just spawned and
+    // not yet published (see README's "How it works"), are not in it. The
+    // workers' rings are read one after the other, so a sum over workers
+    // may count a task that a thief moved meanwhile twice, or not at all.
+    std::uint64_t local_queue_depth = 0;
     // Only with config::poll_time_histogram (else zero). A poll's time
     // includes the tasks it ran nested (a join that ran its child inline).
     std::array<std::uint64_t, poll_time_buckets> poll_time_histogram{};
@@ -51,6 +60,11 @@ struct runtime_metrics {
     std::uint64_t io_registrations = 0;   // sockets registered with the reactor now
     std::uint64_t io_would_block = 0;     // socket syscalls that found nothing to do (EAGAIN,
                                           // a connect in progress) before waiting for readiness
+    // The blocking pool (spawn_blocking), now. block_in_place's stand-in
+    // threads are not in it.
+    std::uint64_t blocking_threads = 0;       // threads started and not yet ended
+    std::uint64_t idle_blocking_threads = 0;  // of those, waiting for a job
+    std::uint64_t blocking_queue_depth = 0;   // jobs waiting for a thread
 
     worker_metrics total() const noexcept;
 };

@@ -33,6 +33,7 @@ struct blocking_pool::state {
     std::condition_variable exited;  // a thread ended
     blocking_job* head = nullptr;    // FIFO of queued jobs (through ->next)
     blocking_job* tail = nullptr;
+    std::size_t queued = 0;    // jobs in that FIFO
     std::size_t threads = 0;   // started and not yet ended
     std::size_t idle = 0;      // waiting for work, not claimed by a submit
     std::size_t notified = 0;  // claims not yet consumed by a woken thread
@@ -53,12 +54,14 @@ struct blocking_pool::state {
         if (tail) tail->next = j;
         else head = j;
         tail = j;
+        ++queued;
     }
     blocking_job* pop() noexcept {
         blocking_job* j = head;
         if (!j) return nullptr;
         head = j->next;
         if (!head) tail = nullptr;
+        --queued;
         return j;
     }
 };
@@ -175,6 +178,11 @@ bool blocking_pool::idle() const {
     return s_->in_flight == 0;
 }
 
+blocking_pool::load blocking_pool::current_load() const {
+    std::lock_guard g(s_->m);
+    return {s_->threads, s_->idle, s_->queued};
+}
+
 void blocking_pool::on_drained(void (*fn)(void*) noexcept, void* ctx) {
     std::lock_guard g(s_->m);
     s_->on_drained = fn;
@@ -189,6 +197,7 @@ std::size_t blocking_pool::shutdown(std::optional<std::chrono::nanoseconds> time
     s_->on_drained = nullptr;
     cancelled = std::exchange(s_->head, nullptr);
     s_->tail = nullptr;
+    s_->queued = 0;
     s_->work.notify_all();
     g.unlock();
     // Queued jobs never start. Their tasks were normally destroyed by the

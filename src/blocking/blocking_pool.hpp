@@ -46,6 +46,12 @@ public:
     // No job queued or running (a paused clock must not jump ahead of a
     // blocking function: it is work the runtime is waiting for).
     bool idle() const;
+    // For runtime_metrics: threads started and not yet ended, those of them
+    // waiting for a job (not yet claimed by a submit), jobs queued.
+    struct load {
+        std::size_t threads, idle_threads, queued_jobs;
+    };
+    load current_load() const;
     // fn(ctx) runs (on a pool thread, under the pool's lock: keep it short)
     // each time the last job in flight finishes, until shutdown.
     void on_drained(void (*fn)(void*) noexcept, void* ctx);

@@ -517,7 +517,10 @@ auto budgeted(const char* what, const aspen_context& cx, Poll&& poll) -> std::in
     } l(poll);
     aspen::detail::poll_budgeted_leaf(what, &l, &leaf::thunk);
     if (l.error) std::rethrow_exception(l.error);
-    if (!l.polled) yield_c_task(what, cx);
+    if (!l.polled) {
+        aspen::detail::note_budget_forced_yield();
+        yield_c_task(what, cx);
+    }
     return std::move(l.out);
 }
 
@@ -649,6 +652,11 @@ aspen_metrics to_c(const aspen::runtime_metrics& m, const aspen::worker_metrics&
     std::copy(w.poll_time_histogram.begin(), w.poll_time_histogram.end(), c.poll_time_histogram);
     c.poll_time_ns = w.poll_time_ns;
     c.longest_poll_ns = w.longest_poll_ns;
+    c.budget_forced_yields = w.budget_forced_yields;
+    c.local_queue_depth = w.local_queue_depth;
+    c.blocking_threads = m.blocking_threads;
+    c.idle_blocking_threads = m.idle_blocking_threads;
+    c.blocking_queue_depth = m.blocking_queue_depth;
     return c;
 }
 

@@ -92,6 +92,7 @@ void current_thread_scheduler::schedule(task_header* t, schedule_kind kind) {
     if (on_driver()) {
         if (kind == schedule_kind::spawn) counters_.tasks_spawned.add();
         local_.push_back(t);
+        note_local_depth();
         return;
     }
     // relaxed: a statistic.
@@ -110,6 +111,7 @@ task_header* current_thread_scheduler::take_local(task_header* want) noexcept {
     if ((t != want && !may_help()) || t->leaf_poll) return nullptr;
     if (t != want) spend_help_unit();
     local_.pop_back();
+    note_local_depth();
     counters_.inlined_joins.add();
     return t;
 }
@@ -130,6 +132,7 @@ task_header* current_thread_scheduler::next_task() {
     if (local_.empty()) return nullptr;
     task_header* t = local_.front();
     local_.pop_front();
+    note_local_depth();
     return t;
 }
 
@@ -161,7 +164,10 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
             continue;
         }
         poll_outcome o = counted_poll(t, counters_, time_polls_);
-        if (o == poll_outcome::requeue || o == poll_outcome::yield) local_.push_back(t);
+        if (o == poll_outcome::requeue || o == poll_outcome::yield) {
+            local_.push_back(t);
+            note_local_depth();
+        }
     }
     ctx = thread_context{};
     // seq_cst: hands the queues over (release) and must not pass
@@ -211,20 +217,21 @@ bool current_thread_scheduler::drain_queues() {
         local_.pop_front();
         destroy_queued(t);
     }
+    note_local_depth();
     return destroy_all(remote_) || any;
 }
 
 runtime_metrics current_thread_scheduler::metrics() const {
     runtime_metrics m;
     m.workers.push_back(counters_.read());
+    // relaxed: a statistic (see local_depth_).
+    m.workers[0].local_queue_depth = local_depth_.load(std::memory_order_relaxed);
     // relaxed: statistics.
     m.remote_spawns = remote_spawns_.load(std::memory_order_relaxed);
     m.remote_completions = remote_completions();
     m.tasks_alive = m.workers[0].tasks_spawned + m.remote_spawns - m.workers[0].tasks_completed - m.remote_completions;
     m.injector_depth = remote_.len();
-    m.timers_armed = io_driver().timers_armed();
-    m.io_registrations = io_driver().io().registered();
-    m.io_would_block = io_driver().io().would_blocks();
+    add_driver_and_pool_metrics(m);
     return m;
 }
 

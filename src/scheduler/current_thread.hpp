@@ -75,6 +75,13 @@ private:
     std::uint32_t ticks_to_event_;  // next non-blocking driver poll
     bool time_polls_;               // config::poll_time_histogram
     std::deque<task_header*> local_;  // driver thread only
+    // local_.size() for metrics(), which any thread may call: written by the
+    // driver after each change of local_ (note_local_depth).
+    std::atomic<std::uint64_t> local_depth_{0};
+    void note_local_depth() noexcept {
+        // relaxed: a statistic, single writer; publishes nothing.
+        local_depth_.store(local_.size(), std::memory_order_relaxed);
+    }
     injector<task_header> remote_;
     std::atomic<bool> driving_{false};
     drive_handoff handoff_;

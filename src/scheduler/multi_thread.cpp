@@ -33,6 +33,7 @@ worker_metrics worker_counters::read() const noexcept {
     m.parks = parks.get();
     m.unparks = unparks.get();
     m.send_polls = send_polls.get();
+    m.budget_forced_yields = budget_forced_yields.get();
     for (std::size_t i = 0; i < poll_time_buckets; ++i) m.poll_time_histogram[i] = poll_time[i].get();
     m.poll_time_ns = poll_time_ns.get();
     m.longest_poll_ns = longest_poll_ns.get();
@@ -732,16 +733,17 @@ bool multi_thread_scheduler::drain_queues() {
 
 runtime_metrics multi_thread_scheduler::metrics() const {
     runtime_metrics m;
-    for (auto& w : workers_) m.workers.push_back(w->counters.read());
+    for (auto& w : workers_) {
+        m.workers.push_back(w->counters.read());
+        m.workers.back().local_queue_depth = w->queue.len();
+    }
     // relaxed: a statistic.
     m.remote_spawns = remote_spawns_.load(std::memory_order_relaxed);
     m.remote_completions = remote_completions();
     worker_metrics t = m.total();
     m.tasks_alive = t.tasks_spawned + m.remote_spawns - t.tasks_completed - m.remote_completions;
     m.injector_depth = injector_.len();
-    m.timers_armed = io_driver().timers_armed();
-    m.io_registrations = io_driver().io().registered();
-    m.io_would_block = io_driver().io().would_blocks();
+    add_driver_and_pool_metrics(m);
     return m;
 }
 

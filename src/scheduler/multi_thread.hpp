@@ -112,7 +112,7 @@ namespace aspen::detail {
 
 struct worker_counters {
     counter polls, tasks_spawned, tasks_completed, next_slot_runs, inlined_joins, local_pushes, overflows, overflow_tasks, injector_pops,
-        steal_operations, tasks_stolen, failed_steals, parks, unparks, send_polls;
+        steal_operations, tasks_stolen, failed_steals, parks, unparks, send_polls, budget_forced_yields;
     std::array<counter, poll_time_buckets> poll_time;
     counter poll_time_ns, longest_poll_ns;
     worker_metrics read() const noexcept;

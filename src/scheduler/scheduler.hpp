@@ -174,6 +174,9 @@ public:
     };
 
 protected:
+    // metrics(): the fields both schedulers fill alike (timers, I/O, the
+    // blocking pool).
+    void add_driver_and_pool_metrics(runtime_metrics& m) const;
     // The last step of both schedulers' shutdown, once no worker runs any
     // more: cancels every registered task and destroys what the queues
     // still hold (through drain_queues) until both are empty, then waits
@@ -288,7 +291,7 @@ struct thread_context {
     // aspen::unconstrained scope whether it ends in the stretch of a poll it
     // began in (see unconstrained_scope in task_core.cpp), at no cost to
     // the poll.
-    const worker_counters* counters = nullptr;
+    worker_counters* counters = nullptr;
     std::uint32_t budget = 0;     // coop budget left in this poll
 };
 inline thread_local thread_context tls_context{};

@@ -295,13 +295,26 @@ unconstrained_scope::~unconstrained_scope() {
     // tasks nested in this stretch, whose spending is the poll's.
 }
 
+namespace {
 // Suspends the current task behind all ready work on `leaf` (none: resume
 // the coroutine), which its next poll polls first.
-void yield_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept {
+void requeue_behind_ready_work(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept {
     task_header* t = tls_context.current;
     suspend_on_leaf(h, leaf, poll);
     t->yield_requested = true;
     waker_wake_by_ref(t);  // RUNNING: sets NOTIFIED, re-queued after the poll
+}
+}  // namespace
+
+void note_budget_forced_yield() noexcept {
+    // The counters are this thread's worker's, written only by the thread
+    // that runs the worker, which is this one.
+    if (worker_counters* c = tls_context.counters) c->budget_forced_yields.add();
+}
+
+void yield_on_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll) noexcept {
+    note_budget_forced_yield();  // every caller yields for a spent budget (yield_now does not come here)
+    requeue_behind_ready_work(h, leaf, poll);
 }
 
 bool poll_budgeted_leaf(const char* what, void* leaf, leaf_poll_fn poll) {
@@ -327,7 +340,7 @@ void suspend_budgeted_leaf(std::coroutine_handle<> h, void* leaf, leaf_poll_fn p
     yield_on_leaf(h, leaf, poll_after_yield);
 }
 
-void yield_current(std::coroutine_handle<> h) noexcept { yield_on_leaf(h, nullptr, nullptr); }
+void yield_current(std::coroutine_handle<> h) noexcept { requeue_behind_ready_work(h, nullptr, nullptr); }
 
 void ref_inc(task_header* t) noexcept {
     // relaxed: taking a ref needs no ordering, we already hold one.
@@ -770,6 +783,16 @@ void scheduler::wait_for_remote_pushes() const noexcept {
     // acquire: pairs with remote_push_scope's release (see there). A pusher
     // has only its notify left, so this wait is short.
     while (remote_pushes_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
+
+void scheduler::add_driver_and_pool_metrics(runtime_metrics& m) const {
+    m.timers_armed = io_driver().timers_armed();
+    m.io_registrations = io_driver().io().registered();
+    m.io_would_block = io_driver().io().would_blocks();
+    blocking_pool::load b = blocking_.current_load();
+    m.blocking_threads = b.threads;
+    m.idle_blocking_threads = b.idle_threads;
+    m.blocking_queue_depth = b.queued_jobs;
 }
 
 bool scheduler::register_task(task_header* t) noexcept {
