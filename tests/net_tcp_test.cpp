@@ -524,6 +524,28 @@ bool kernel_reports_inq() {
     return ok;
 }
 
+// A one-worker ping-pong of `rounds` single bytes between a client and an
+// echo task on a connected pair; returns how much the runtime's `field`
+// grew over it (from before the connection when `with_connect`).
+std::uint64_t ping_pong_growth(std::size_t rounds, bool with_connect, std::uint64_t aspen::runtime_metrics::*field) {
+    aspen::runtime rt(aspen_test::workers(1));
+    std::uint64_t grown = 0;
+    aspen_test::within(60s, "single-worker TCP ping-pong", [&] {
+        grown = rt.block_on([&]() -> task<std::uint64_t> {
+            std::uint64_t before = rt.metrics().*field;
+            auto [client, server] = co_await connected_pair();
+            if (!with_connect) before = rt.metrics().*field;
+            auto echo = aspen::spawn(net_test::echo_connection(std::move(server)));
+            co_await net_test::ping_bytes(client, rounds);
+            std::uint64_t after = rt.metrics().*field;
+            client.shutdown(aspen::shutdown_mode::write);
+            co_await echo;
+            co_return after - before;
+        }());
+    });
+    return grown;
+}
+
 // A TCP read that fills its buffer learns from TCP_INQ whether it emptied
 // the receive queue (tcp.cpp), so the next read waits for readiness
 // instead of spending a syscall on EAGAIN. One worker ping-pongs a byte
@@ -535,23 +557,19 @@ bool kernel_reports_inq() {
 TEST(Tcp, ReadThatEmptiedTheQueueSparesTheNextReadItsEagain) {
     if (!kernel_reports_inq()) GTEST_SKIP() << "this kernel has no TCP_INQ";
     constexpr std::size_t rounds = 200;
-    aspen::runtime rt(aspen_test::workers(1));
-    std::uint64_t empty_reads = 0;
-    aspen_test::within(60s, "single-worker TCP ping-pong", [&] {
-        empty_reads = rt.block_on([&]() -> task<std::uint64_t> {
-            std::uint64_t before = rt.metrics().io_would_block;
-            auto [client, server] = co_await connected_pair();
-            auto echo = aspen::spawn(net_test::echo_connection(std::move(server)));
-            co_await net_test::ping_bytes(client, rounds);
-            std::uint64_t spent = rt.metrics().io_would_block - before;
-            client.shutdown(aspen::shutdown_mode::write);
-            co_await echo;
-            co_return spent;
-        }());
-    });
+    std::uint64_t empty_reads = ping_pong_growth(rounds, true, &aspen::runtime_metrics::io_would_block);
     std::fprintf(stderr, "reads and other socket syscalls that met EAGAIN in %zu round trips: %llu\n", rounds,
                  static_cast<unsigned long long>(empty_reads));
     EXPECT_LT(empty_reads, rounds / 10);
+}
+
+// In each round of that ping-pong the client reads right after its write,
+// before the echo task ran, after a read that emptied its queue: it waits,
+// and only a readiness event the reactor delivered lets it go on. So there
+// are at least as many events as rounds.
+TEST(Tcp, EveryWaitForReadinessEndsWithACountedReadyEvent) {
+    constexpr std::size_t rounds = 200;
+    EXPECT_GE(ping_pong_growth(rounds, false, &aspen::runtime_metrics::io_ready_events), rounds);
 }
 
 // What a read that emptied the queue leaves behind must still see what

@@ -60,6 +60,8 @@ struct runtime_metrics {
     std::uint64_t io_registrations = 0;   // sockets registered with the reactor now
     std::uint64_t io_would_block = 0;     // socket syscalls that found nothing to do (EAGAIN,
                                           // a connect in progress) before waiting for readiness
+    std::uint64_t io_ready_events = 0;    // readiness events the reactor delivered to sockets
+                                          // and fds (as Tokio's io_driver_ready_count)
     // The blocking pool (spawn_blocking), now. block_in_place's stand-in
     // threads are not in it.
     std::uint64_t blocking_threads = 0;       // threads started and not yet ended

@@ -246,6 +246,9 @@ std::size_t reactor::dispatch(const epoll_event* events, int count) {
             ++delivered;
         }
     }
+    // relaxed: a statistic; nothing is published through it. Once a
+    // dispatch, not once an event.
+    if (delivered != 0) ready_events_.fetch_add(delivered, std::memory_order_relaxed);
     for (waker& w : to_wake_) w.wake();
     to_wake_.clear();
     return delivered;

@@ -179,6 +179,9 @@ public:
         would_blocks_.fetch_add(1, std::memory_order_relaxed);
     }
     std::uint64_t would_blocks() const noexcept { return would_blocks_.load(std::memory_order_relaxed); }
+    // Readiness events dispatch() delivered to live registrations (not the
+    // eventfd's, not stale ones): runtime_metrics::io_ready_events.
+    std::uint64_t ready_events() const noexcept { return ready_events_.load(std::memory_order_relaxed); }
 
     // wait()'s second half, exposed so tests can replay a stale event. Same
     // thread rule as wait().
@@ -204,6 +207,7 @@ private:
     // miss is polled on a later tick or by the next parker).
     std::atomic<std::size_t> registered_{0};
     std::atomic<std::uint64_t> would_blocks_{0};  // see count_would_block
+    std::atomic<std::uint64_t> ready_events_{0};  // see ready_events
 
     // Buffers of the single wait()ing thread, reused (no allocation per event).
     std::vector<epoll_event> events_;

@@ -789,6 +789,7 @@ void scheduler::add_driver_and_pool_metrics(runtime_metrics& m) const {
     m.timers_armed = io_driver().timers_armed();
     m.io_registrations = io_driver().io().registered();
     m.io_would_block = io_driver().io().would_blocks();
+    m.io_ready_events = io_driver().io().ready_events();
     blocking_pool::load b = blocking_.current_load();
     m.blocking_threads = b.threads;
     m.idle_blocking_threads = b.idle_threads;
