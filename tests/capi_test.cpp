@@ -813,6 +813,9 @@ TEST_P(capi, FdReadinessFromAPipe) {
     r.want = 10;
     ASSERT_EQ(aspen_fd_adopt(p[0], &r.fd), ASPEN_OK) << aspen_last_error();
     EXPECT_EQ(aspen_fd_native(r.fd), p[0]);
+    aspen_metrics before;
+    before.size = sizeof before;
+    ASSERT_EQ(aspen_runtime_metrics(rt, &before), ASPEN_OK) << aspen_last_error();
     aspen_join* j = nullptr;
     ASSERT_EQ(aspen_spawn(rt, pipe_reader_poll, &r, nullptr, &j), ASPEN_OK);
     std::thread writer([&] {
@@ -825,6 +828,12 @@ TEST_P(capi, FdReadinessFromAPipe) {
     EXPECT_EQ(aspen_join_wait(j), ASPEN_OK) << aspen_last_error();
     writer.join();
     aspen_join_free(j);
+    aspen_metrics after;
+    after.size = sizeof after;
+    ASSERT_EQ(aspen_runtime_metrics(rt, &after), ASPEN_OK) << aspen_last_error();
+    // Only a delivered event wakes the reader (nothing else wakes it here),
+    // and each pending poll waited for a wake.
+    EXPECT_GE(after.io_ready_events - before.io_ready_events, static_cast<std::uint64_t>(r.pendings));
     EXPECT_EQ(std::string(r.buf, r.got), "hello worl");
     aspen_fd_free(r.fd);  // closes p[0]
     ::close(p[1]);
@@ -2393,10 +2402,11 @@ INSTANTIATE_TEST_SUITE_P(Kinds, capi_histogram, ::testing::Combine(kinds, ::test
 TEST(capi_histogram_abi, AnOlderMetricsStructIsNotWrittenPastItsEnd) {
     aspen_runtime* rt = make_c_runtime(2, [](aspen_config& c) { c.poll_time_histogram = 1; });
     make_polls(rt);
-    // The struct as it was before the histogram was appended, and before
-    // budget_forced_yields and the fields after it were.
-    for (const size_t old_size :
-         {offsetof(aspen_metrics, poll_time_histogram), offsetof(aspen_metrics, budget_forced_yields)}) {
+    // The struct as it was before the histogram was appended, before
+    // budget_forced_yields and the four after it were, and before the two
+    // I/O counts were.
+    for (const size_t old_size : {offsetof(aspen_metrics, poll_time_histogram),
+                                  offsetof(aspen_metrics, budget_forced_yields), offsetof(aspen_metrics, io_would_block)}) {
         for (int worker = -1; worker < 2; ++worker) {
             unsigned char buf[sizeof(aspen_metrics) + 16];
             std::memset(buf, 0xAB, sizeof buf);

@@ -202,6 +202,9 @@ typedef struct aspen_metrics {
     uint64_t blocking_threads;      /* threads of the blocking pool, now */
     uint64_t idle_blocking_threads; /* of those, waiting for a job */
     uint64_t blocking_queue_depth;  /* blocking jobs waiting for a thread, now */
+    /* Appended later. */
+    uint64_t io_would_block;   /* fd and socket syscalls that met EAGAIN before waiting for readiness */
+    uint64_t io_ready_events;  /* readiness events the reactor delivered to fds and sockets */
 } aspen_metrics;
 
 /* Totals over every worker (the per-runtime fields as they are). */
@@ -209,8 +212,8 @@ aspen_status aspen_runtime_metrics(aspen_runtime* rt, aspen_metrics* out);
 
 /* One worker's counters (index < out->workers of the totals); the fields
  * that belong to the runtime as a whole (remote_spawns, tasks_alive,
- * injector_depth, timers_armed, io_registrations and the blocking pool's
- * three) are the runtime's. An
+ * injector_depth, timers_armed, io_registrations, the blocking pool's
+ * three, io_would_block and io_ready_events) are the runtime's. An
  * index out of range: ASPEN_EINVAL. */
 aspen_status aspen_runtime_worker_metrics(aspen_runtime* rt, size_t index, aspen_metrics* out);
 

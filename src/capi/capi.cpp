@@ -657,6 +657,8 @@ aspen_metrics to_c(const aspen::runtime_metrics& m, const aspen::worker_metrics&
     c.blocking_threads = m.blocking_threads;
     c.idle_blocking_threads = m.idle_blocking_threads;
     c.blocking_queue_depth = m.blocking_queue_depth;
+    c.io_would_block = m.io_would_block;
+    c.io_ready_events = m.io_ready_events;
     return c;
 }
 
