@@ -181,6 +181,7 @@ public:
     std::uint64_t would_blocks() const noexcept { return would_blocks_.load(std::memory_order_relaxed); }
     // Readiness events dispatch() delivered to live registrations (not the
     // eventfd's, not stale ones): runtime_metrics::io_ready_events.
+    // relaxed: a statistic, as would_blocks.
     std::uint64_t ready_events() const noexcept { return ready_events_.load(std::memory_order_relaxed); }
 
     // wait()'s second half, exposed so tests can replay a stale event. Same
