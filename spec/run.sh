@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Model-checks spec/idle.pml, spec/task_state.pml, spec/driver_watch.pml, spec/fork_block.pml and spec/block_in_place.pml with spin.
 #
-#   bash spec/run.sh            the CI set: 51 jobs, ~120 s CPU, ~60 s wall on 2 cores, <= 1 GB each
+#   bash spec/run.sh            the CI set: 55 jobs, ~120 s CPU, ~60 s wall on 2 cores, <= 1 GB each
 #   SPIN_FULL=1 bash spec/run.sh   also four large runs (~2-3 min more; up to 2.7 GB)
 #   SPIN_JOBS=N                 parallel pan runs (default: nproc)
 #   SPIN_KEEP=1                 keep the work directory (pan, trails, logs)
@@ -47,6 +47,7 @@ JOB_LIST=(
   "task-abort-await|pass|task_state.pml|$FIXES -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=0 -DJOIN_AWAIT=1 -DREPOLL=0 -DYIELDS=0|-O0|-m100000 -w23|"
   "task-wake|pass|task_state.pml|$FIXES -DSOURCES=2 -DABORTER=0 -DEARLY_AWAITER=0 -DJOIN_AWAIT=1 -DREPOLL=1 -DSRC1_TWICE=1 -DPOLLERS=2 -DYIELDS=1|-O0|-m100000 -w23|"
   "task-join|pass|task_state.pml|$FIXES -DSOURCES=1 -DABORTER=1 -DEARLY_AWAITER=1 -DJOIN_AWAIT=2 -DREPOLL=1 -DYIELDS=0|-O0|-m100000 -w22|"
+  "task-alone-detach|pass|task_state.pml|$FIXES -DSOURCES=2 -DABORTER=0 -DEARLY_AWAITER=0 -DJOIN_AWAIT=0 -DREPOLL=0 -DSRC1_TWICE=1 -DPOLLERS=2 -DYIELDS=1|-O0|-m100000 -w23|"
   "task-abort-detach|pass|task_state.pml|$FIXES -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=0 -DJOIN_AWAIT=0 -DYIELDS=0|-O0|-m100000 -w22|"
   "task-inline-wake|pass|task_state.pml|$FIXES -DINLINE=1 -DSOURCES=1 -DABORTER=1 -DEARLY_AWAITER=1 -DJOIN_AWAIT=1 -DREPOLL=1 -DSRC1_TWICE=0 -DPOLLERS=2 -DYIELDS=1|-O0|-m100000 -w22|"
   "task-inline-abort-handle|pass|task_state.pml|$FIXES -DINLINE=1 -DABORTER_OWN_REF -DSOURCES=1 -DABORTER=1 -DEARLY_AWAITER=1 -DJOIN_AWAIT=1 -DREPOLL=1 -DSRC1_TWICE=0 -DPOLLERS=2 -DYIELDS=1|-O0|-m100000 -w22|"
@@ -93,6 +94,9 @@ JOB_LIST=(
   "task-witness-requeue|fail|task_state.pml|$FIXES -DWITNESS=W_REQUEUE|-O0|-m100000|assertion violated (3!=3)"
   "task-witness-inline-excl|fail|task_state.pml|$FIXES -DINLINE=1 -DSOURCES=0 -DWITNESS=W_INLINE_EXCL|-O0|-m100000|assertion violated (4!=4)"
   "task-witness-inline-req|fail|task_state.pml|$FIXES -DINLINE=1 -DSOURCES=1 -DWITNESS=W_INLINE_REQ|-O0|-m100000|assertion violated (5!=5)"
+  "task-witness-alone-start|fail|task_state.pml|$FIXES -DSOURCES=1 -DABORTER=0 -DJOIN_AWAIT=0 -DWITNESS=W_ALONE_START|-O0|-m100000|assertion violated (6!=6)"
+  "task-witness-alone-end|fail|task_state.pml|$FIXES -DSOURCES=1 -DABORTER=0 -DJOIN_AWAIT=0 -DWITNESS=W_ALONE_END|-O0|-m100000|assertion violated (7!=7)"
+  "task-broken-alone-any|fail|task_state.pml|-DBROKEN_ALONE_ANY -DSOURCES=2 -DABORTER=0 -DEARLY_AWAITER=0 -DJOIN_AWAIT=0 -DPOLLERS=1 -DYIELDS=1|-O0|-m100000|assertion violated"
   "task-broken-excl-store|fail|task_state.pml|-DBROKEN_EXCL_ANY -DINLINE=1 -DSOURCES=0 -DABORTER=0 -DEARLY_AWAITER=1 -DJOIN_AWAIT=1 -DREPOLL=0 -DYIELDS=0|-O0|-m100000|assertion violated"
   "task-broken-settle|fail|task_state.pml|-DBROKEN_SETTLE -DINLINE=1 -DSOURCES=1 -DABORTER=0 -DEARLY_AWAITER=0 -DJOIN_AWAIT=1 -DREPOLL=0 -DPOLLERS=1 -DYIELDS=1|-O0|-m100000|assertion violated"
   "task-broken-detach-any|fail|task_state.pml|$FIXES -DBROKEN_DETACH_ANY -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=0 -DJOIN_AWAIT=0 -DYIELDS=0|-O0|-m100000|assertion violated"

@@ -12,7 +12,8 @@
  *                                          register_join_waker,
  *                                          drop_join_handle, ref_inc, ref_dec,
  *                                          on_last_ref, start_inline,
- *                                          try_complete_exclusive, continue_join
+ *                                          try_complete_exclusive, continue_join,
+ *                                          try_complete_alone
  *   include/aspen/join_handle.hpp          awaiter::await_ready / poll_thunk,
  *                                          take_result, detach
  *   src/scheduler/multi_thread.cpp         run_task (requeue / yield push)
@@ -200,6 +201,8 @@ bit abort_done = 0;        /* the aborter is finished with the handle */
 #define W_REQUEUE     3   /* a wake during the poll: finish_poll re-queues */
 #define W_INLINE_EXCL 4   /* a nested run completes with the exclusive store */
 #define W_INLINE_REQ  5   /* a nested run suspends after a wake (REWOKEN): re-queued */
+#define W_ALONE_START 6   /* start_poll takes RUNNING with a plain store (nobody else holds the task) */
+#define W_ALONE_END   7   /* complete() frees a task nobody else holds, without an RMW */
 #ifdef WITNESS
 #define WITNESS_AT(k) assert(k != WITNESS)
 #else
@@ -244,9 +247,10 @@ inline ref_inc() {
   atomic { ACC; st = st + REF }
 }
 
-/* complete(): RUNNING is ours. (report_error reads fields only the RUNNING
- * holder writes, so it is folded into the first load.) */
-inline complete(s, nx, ok, wa, rep, w) {
+/* complete()'s CAS path (publish_completion): RUNNING is ours.
+ * (report_error reads fields only the RUNNING holder writes, so it is
+ * folded into the first load.) */
+inline complete_cas(s, nx, ok, wa, rep, w) {
   atomic { ACC; rep = has_error && !frame_destroyed; s = st }
   do
   :: atomic {
@@ -285,6 +289,32 @@ inline complete(s, nx, ok, wa, rep, w) {
      ref_dec(nx)
   fi;
   atomic { s = 0; nx = 0; ok = 0; wa = 0; rep = 0 }
+}
+
+/* complete(): try_complete_alone, then the CAS path. Alone: the word shows
+ * only the life ref and ours, so nobody else holds the task; no RMW, the
+ * memory is freed at once. The d_step checks that nothing changed the word
+ * since the load (a plain store would have lost that change) and settles
+ * the ghost word, which the code never writes. */
+inline complete(s, nx, ok, wa, rep, w) {
+  atomic { ACC; rep = has_error && !frame_destroyed; s = st }
+  if
+#ifdef BROKEN_ALONE_ANY
+  :: !(s & (JOIN_INTEREST | JOIN_WAKER | CANCELLED | REWOKEN)) ->   /* broken: the refs not checked */
+#else
+  :: (s & ~(RUNNING | NOTIFIED)) == 2 * REF ->
+#endif
+     if :: rep -> d_step { ACC; reports++ } :: else -> skip fi;   /* report(t) */
+     d_step {
+       ACC; assert(st == s); assert(OWNS(s));
+       st = ((s | COMPLETE) & ~(RUNNING | NOTIFIED | REWOKEN)) - 2 * REF;
+       polling--; inl = 0; gcomplete = 1;
+       WITNESS_AT(W_ALONE_END)
+     };
+     on_last_ref();
+     atomic { s = 0; rep = 0 }
+  :: else -> complete_cas(s, nx, ok, wa, rep, w)
+  fi
 }
 
 /* cancel_running(): RUNNING and CANCELLED are ours. */
@@ -369,7 +399,7 @@ inline complete_exclusive(s, nx, ok, wa, rep, w) {
        WITNESS_AT(W_INLINE_EXCL)
      };
      s = 0
-  :: else -> complete(s, nx, ok, wa, rep, w)
+  :: else -> complete_cas(s, nx, ok, wa, rep, w)
   fi
 }
 
@@ -432,13 +462,28 @@ proctype poller(byte id) {
 end:
   do
   :: atomic { queued > 0 -> queued--; ACC; s = st } ->
-     /* start_poll (the load only seeds the CAS, so it is folded into the pop) */
-     do
-     :: CAS_G(s, (s & ~(NOTIFIED | REWOKEN)) | RUNNING, ok,
-              assert(s & NOTIFIED); assert(!(s & RUNNING)); assert(!(s & COMPLETE));
-              polling++; assert(polling == 1));
-        if :: ok -> break :: else -> skip fi
-     od;
+     /* start_poll (its load is folded into the pop). Alone (only the life
+        ref and the queue's, no handle): a plain store takes RUNNING; the
+        d_step checks that nothing changed the word since the load */
+     if
+#ifdef BROKEN_ALONE_ANY
+     :: (s & ~(REF * 15)) == NOTIFIED ->   /* broken: the refs not checked */
+#else
+     :: s == (NOTIFIED | 2 * REF) ->
+#endif
+        d_step {
+          ACC; assert(st == s);
+          st = RUNNING | (s & (REF * 15)); polling++; assert(polling == 1);
+          WITNESS_AT(W_ALONE_START)
+        }
+     :: else ->
+        do
+        :: CAS_G(s, (s & ~(NOTIFIED | REWOKEN)) | RUNNING, ok,
+                 assert(s & NOTIFIED); assert(!(s & RUNNING)); assert(!(s & COMPLETE));
+                 polling++; assert(polling == 1));
+           if :: ok -> break :: else -> skip fi
+        od
+     fi;
      if
      :: (s & CANCELLED) ->
         cancel_running(s, nx, ok, wa, rep, w)

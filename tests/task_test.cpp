@@ -491,6 +491,53 @@ TEST(PollFn, WakeAfterTaskFinishedIsNoop) {
     EXPECT_FALSE(static_cast<bool>(kept));
 }
 
+// A detached task is started and freed by its own poller without an RMW
+// when nobody else holds it (start_poll, try_complete_alone); a waker
+// clone and an abort_handle are such holders. Here the clone outlives the
+// task, so its end must see three references and keep the block for the
+// clone: waking and dropping it afterwards touches live memory (ASan,
+// without the frame pool, checks). A second task drops its clone before it
+// ends and is freed at its end. A third is held by an abort_handle from
+// before its first poll, which must then see three references too.
+TEST(PollFn, WakerCloneOrAbortHandleOutlivesADetachedTask) {
+    aspen::runtime rt(workers(1));
+    aspen::waker kept;
+    aspen::waker dropped;
+    std::atomic<int> bodies_done{0};
+    auto child = [&bodies_done](aspen::waker& out, bool keep) -> aspen::task<void> {
+        co_await aspen::poll_fn([&](aspen::context& cx) -> aspen::poll<int> {
+            out = cx.waker();
+            return aspen::ready(1);
+        });
+        co_await aspen::yield_now();
+        if (!keep) out = {};
+        bodies_done.fetch_add(1, std::memory_order_release);  // `out` to the test thread
+    };
+    aspen::waker unused;
+    aspen::abort_handle unstarted;
+    auto body = [&]() -> aspen::task<void> {
+        aspen::spawn(child(kept, true)).detach();  // still in the next slot: the plain-store detach
+        aspen::spawn(child(dropped, false)).detach();
+        aspen::join_handle<void> h = aspen::spawn(child(unused, false));
+        unstarted = h.abort_handle();
+        h.detach();
+        co_return;
+    };
+    rt.block_on(body());
+    aspen_test::within(std::chrono::seconds(60), "the detached tasks finish", [&] {
+        while (bodies_done.load(std::memory_order_acquire) != 3 || rt.metrics().tasks_alive != 0)
+            std::this_thread::yield();
+    });
+    EXPECT_TRUE(unstarted.is_finished());
+    unstarted.abort();  // no effect on a finished task, on its live block
+    unstarted = {};
+    EXPECT_TRUE(static_cast<bool>(kept));
+    EXPECT_FALSE(static_cast<bool>(dropped));
+    kept.wake_by_ref();  // the task is complete: a no-op on its live block
+    kept.wake();         // and the last reference frees it (LSan)
+    EXPECT_FALSE(static_cast<bool>(kept));
+}
+
 TEST(PollFn, ExceptionInPollReachesAwaiter) {
     aspen::runtime rt(workers(1));
     auto body = []() -> aspen::task<bool> {

@@ -142,11 +142,28 @@ std::uint64_t completed_word(std::uint64_t s, std::uint64_t dropped) noexcept {
     return true;
 }
 
+// The end of a task nobody else holds: the word shows only its life ref
+// and this poller's ref (RUNNING, or NOTIFIED for a nested run; no handle,
+// waker clone, abort_handle or shutdown snapshot). Whoever could change
+// the word would hold a ref, and a ref is only had from another one, so
+// nobody will: no RMW, no COMPLETE to publish (nobody is left to read it),
+// and the memory is freed here. Detached tasks that finish without waiting
+// on anything (spawn_many, chained_spawn) end so.
+[[gnu::hot]] bool try_complete_alone(task_header* t) noexcept {
+    // acquire: a waker clone dropped by another thread (its release RMW)
+    // happens before the free below.
+    std::uint64_t s = t->state.load(std::memory_order_acquire);
+    if ((s & ~(state::running | state::notified)) != 2 * state::ref_one) return false;
+    if (t->error && !t->cancelled_outcome) report(t);
+    on_last_ref(t);
+    return true;
+}
+
 // complete()'s second half, once the frame is gone and the completion
 // counted: COMPLETE goes into the word, the joiner is woken, refs dropped.
 // `handle_is_ours`: the caller runs t nested in its awaiter's poll.
 [[gnu::always_inline]] inline void publish_completion(task_header* t, bool handle_is_ours) noexcept {
-    if (handle_is_ours && try_complete_exclusive(t)) return;
+    if (handle_is_ours ? try_complete_exclusive(t) : try_complete_alone(t)) return;
     bool report_error = t->error && !t->cancelled_outcome;
     // acq_rel: release publishes the result / frame_destroyed to whoever
     // acquires COMPLETE (joiner, last ref); acquire pairs with a joiner's
@@ -546,6 +563,15 @@ poll_outcome finish_poll(task_header* t) noexcept {
 // and completed here). acq_rel: acquire the previous poller's frame writes.
 bool start_poll(task_header* t) noexcept {
     std::uint64_t s = t->state.load(std::memory_order_acquire);
+    // Nobody else holds t: only its life ref and the queue's (ours now),
+    // no handle, not in the registry (whose shutdown sweep takes refs
+    // without holding one). Nobody can change the word meanwhile, so a
+    // plain store takes RUNNING. relaxed: only this thread reads it next.
+    constexpr std::uint64_t alone = state::notified | 2 * state::ref_one;
+    if (s == alone && !t->registered) {
+        t->state.store(state::running | 2 * state::ref_one, std::memory_order_relaxed);
+        return true;
+    }
     while (!t->state.compare_exchange_weak(s, (s & ~(state::notified | state::rewoken)) | state::running,
                                            std::memory_order_acq_rel, std::memory_order_acquire)) {
     }

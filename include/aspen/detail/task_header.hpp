@@ -69,6 +69,11 @@
 //                                                                          CANCELLED may be overwritten
 //   COMPLETE, refs == 1   handle dropped after  (freed, no RMW)            the last ref is the handle's own
 //                         taking the result
+//   exactly NOTIFIED and  a worker pops it      RUNNING by a plain store   nobody else holds t: no handle,
+//   2 refs (life, queue),                                                  waker clone, abort_handle or
+//   not registered                                                         shutdown snapshot (a detached task)
+//   RUNNING or NOTIFIED,  root coroutine ends   (freed, no RMW)            the same: nobody is left to read
+//   2 refs, no other flag                                                  COMPLETE (try_complete_alone)
 //   adopted (nested, the  root coroutine ends   as an inlined child's end  the frame's final suspend resumes
 //   joiner's target, word                       (plain store if refs == 3) the joiner, which moves the outcome
 //   NOTIFIED|JOIN_INTEREST                                                 out of the frame, destroys the frame,
