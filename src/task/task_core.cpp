@@ -567,8 +567,8 @@ bool start_poll(task_header* t) noexcept {
     // no handle, not in the registry (whose shutdown sweep takes refs
     // without holding one). Nobody can change the word meanwhile, so a
     // plain store takes RUNNING. relaxed: only this thread reads it next.
-    constexpr std::uint64_t alone = state::notified | 2 * state::ref_one;
-    if (s == alone && !t->registered) {
+    constexpr std::uint64_t only_life_and_queue = state::notified | 2 * state::ref_one;
+    if (s == only_life_and_queue && !t->registered) {
         t->state.store(state::running | 2 * state::ref_one, std::memory_order_relaxed);
         return true;
     }
