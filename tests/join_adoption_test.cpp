@@ -116,6 +116,32 @@ TEST_P(JoinAdoption, DeepChainsOfAdoptedChildren) {
     EXPECT_EQ(rt->metrics().tasks_alive, 0u);
 }
 
+// Several joins in one expression. g++ 12 runs every await_suspend of
+// `co_await a + co_await b` before either await_resume, so the joiner runs
+// on between an adopted child's end and the await_resume that takes its
+// outcome, and awaits the next handle there. The current task must already
+// be the joiner again then (the adopted child's final suspend restores it),
+// or the second join would record the finished child as its joiner.
+TEST_P(JoinAdoption, JoinsInOneExpressionEachSeeTheirJoiner) {
+    any_runtime rt(GetParam());
+    auto body = []() -> aspen::task<int> {
+        int failures = 0;
+        for (int round = 0; round < 100; ++round) {
+            auto a = aspen::spawn(square(2));
+            auto b = aspen::spawn(square(3));
+            auto c = aspen::spawn(square(4));
+            // Newest first, then the oldest: each the top of its place.
+            failures += co_await c + co_await b + co_await a != 29;
+            auto d = aspen::spawn(square(5));
+            auto e = aspen::spawn(square(6));
+            failures += co_await d * co_await e != 900;
+        }
+        co_return failures;
+    };
+    EXPECT_EQ(run(rt, body()), 0);
+    EXPECT_EQ(rt->metrics().tasks_alive, 0u);
+}
+
 // A child that suspends stops being adopted: it finishes as an ordinary
 // task, its joiner is woken through the join waker, and the outcome comes
 // from the result slot.

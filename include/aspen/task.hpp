@@ -112,7 +112,11 @@ public:
             }
             // Symmetric transfer back to the awaiter keeps deep chains of
             // synchronous completions off the stack.
-            if (auto c = h.promise().continuation) return c;
+            if (auto c = h.promise().continuation) {
+                // A spawned child its joiner adopted (task_header.hpp).
+                if (is_adopter_continuation(c)) return resume_adopter(task_header::of_frame(h.address()), c);
+                return c;
+            }
             // A root: its header exists. Move the outcome out of the frame
             // (the frame is destroyed at completion): the exception so it
             // can be reported without knowing T, the value into the slot.

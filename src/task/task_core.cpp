@@ -686,7 +686,7 @@ bool adoptable(task_header* t) noexcept {
         tls_context.current = next;
         if (next == target && adoptable(target)) {
             target->adopted = true;
-            *static_cast<join_leaf*>(joiner->leaf)->target_continuation = joiner->resume_point;
+            *static_cast<join_leaf*>(joiner->leaf)->target_continuation = adopter_continuation(joiner->resume_point);
         }
         return next->resume_point;
     }
@@ -713,11 +713,15 @@ namespace {
 [[gnu::noinline]] void publish_shared_completion(task_header* t) noexcept { publish_completion(t, false); }
 }  // namespace
 
-[[gnu::hot]] void finish_adopted(task_header* t, bool nothing_to_destroy) noexcept {
+[[gnu::hot]] std::coroutine_handle<> resume_adopter(task_header* t, std::coroutine_handle<> c) noexcept {
     task_header* joiner = std::exchange(t->inline_parent, nullptr);
     t->inline_notified = false;
-    resume_joiner(joiner);
     tls_context.current = joiner;
+    resume_joiner(joiner);
+    return std::coroutine_handle<>::from_address(static_cast<char*>(c.address()) - 1);
+}
+
+[[gnu::hot]] void finish_adopted(task_header* t, bool nothing_to_destroy) noexcept {
     // The outcome is out of the frame: complete as a nested run does (never
     // registered, no exception in the header). The block stays with the
     // handle, which frees it when dropped, so an abort() through the handle
@@ -746,7 +750,7 @@ namespace {
         child->inline_notified = true;  // as start_inline (adoptable: not CANCELLED)
         child->inline_parent = joiner;
         child->adopted = true;
-        *leaf->target_continuation = h;  // its final suspend resumes us
+        *leaf->target_continuation = adopter_continuation(h);  // its final suspend resumes us
         tls_context.current = child;
         return child->resume_point;
     }

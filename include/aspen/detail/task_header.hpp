@@ -81,9 +81,10 @@
 //
 // Adopted: a joiner that takes its own target out of this worker's queue
 // (a nested run, as above) points the target's final suspend straight back
-// at itself, as an inline await of a task<T> does. The outcome then needs no
-// result slot, and the end no on_root_final and no second pass through the
-// join loop. Only a target nobody else can reach is adopted: its word is
+// at itself, as an inline await of a task<T> does, with a tag that makes
+// the final suspend restore the joiner as the current task
+// (adopter_continuation). The outcome then needs no result slot, and the
+// end no on_root_final and no second pass through the join loop. Only a target nobody else can reach is adopted: its word is
 // exactly NOTIFIED|JOIN_INTEREST with the refs of its handle, its life and
 // the queue (no waker clone, no registry entry). If the adopted run
 // suspends, the task stops being adopted (unwind_inlined clears its
@@ -249,10 +250,27 @@ struct join_leaf {
 // transfer to.
 std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, join_leaf* leaf, leaf_poll_fn poll,
                                         task_header* child) noexcept;
-// The adopted child's final suspend resumed its joiner, which has moved the
-// outcome out of the child's frame: the joiner becomes the current task
-// again, and the child completes, its frame destroyed unless
-// `nothing_to_destroy` (promise_base). The handle keeps the block.
+// The continuation a joiner gives the child it adopts: the awaiting handle
+// with bit 0 set (a frame is at least pointer-aligned, so a real handle
+// never has it). It tells the child's final suspend to make the joiner the
+// current task again before resuming it (resume_adopter). That has to
+// happen there, not in the await_resume that takes the outcome: g++ 12 runs
+// the await_suspend of each co_await in `co_await a + co_await b` before
+// either await_resume, so the joiner runs on, and may join again or spawn,
+// between the child's end and that await_resume.
+inline std::coroutine_handle<> adopter_continuation(std::coroutine_handle<> h) noexcept {
+    return std::coroutine_handle<>::from_address(static_cast<char*>(h.address()) + 1);
+}
+inline bool is_adopter_continuation(std::coroutine_handle<> c) noexcept {
+    return reinterpret_cast<std::uintptr_t>(c.address()) & 1;
+}
+// The adopted `child` reached its final suspend with its outcome still in
+// its frame: its joiner becomes the current task again (and stops waiting
+// on its join leaf); returns the joiner's handle, c without the tag.
+std::coroutine_handle<> resume_adopter(task_header* child, std::coroutine_handle<> c) noexcept;
+// The joiner has moved the adopted child's outcome out of its frame: the
+// child completes, its frame destroyed unless `nothing_to_destroy`
+// (promise_base). The handle keeps the block.
 void finish_adopted(task_header* child, bool nothing_to_destroy) noexcept;
 
 void ref_inc(task_header* t) noexcept;
