@@ -2,6 +2,7 @@
 
 #include "sync/futex.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -105,8 +106,23 @@ void current_thread_scheduler::schedule(task_header* t, schedule_kind kind) {
 
 task_header* current_thread_scheduler::take_local(task_header* want) noexcept {
     // The newest entry is at the back of the FIFO; it is ours once we see it
-    // there (only the driver touches local_).
+    // there (only the driver touches local_). `want` is looked for among the
+    // newest join_scan_depth entries first, as the multi-thread scheduler
+    // does in its own places (multi_thread.hpp, place_of): a parent awaiting
+    // its children in spawn order wants the oldest of them. Erased, not
+    // swapped with the back: this is the run queue, whose order is its
+    // fairness.
     if (!on_driver() || local_.empty()) return nullptr;
+    const std::size_t depth = std::min(local_.size(), join_scan_depth);
+    for (std::size_t i = 1; i <= depth; ++i) {
+        auto at = local_.end() - static_cast<std::ptrdiff_t>(i);
+        if (*at != want) continue;
+        if (want->leaf_poll) break;  // needs a real poll: help with the newest
+        local_.erase(at);
+        note_local_depth();
+        counters_.inlined_joins.add();
+        return want;
+    }
     task_header* t = local_.back();
     if ((t != want && !may_help()) || t->leaf_poll) return nullptr;
     if (t != want) spend_help_unit();

@@ -66,7 +66,8 @@
 // ring's capacity) instead of the ring. Fork-join code joins most children
 // on the same worker moments later; a staged child is taken back without
 // any atomic operation, where a ring push and pop cost two lock-prefixed
-// CASes. Staged tasks are not stealable, like the next slot, so they are
+// CASes, and from anywhere in the array's top 16 places (place_of), so a
+// parent joining its children in spawn order adopts each one. Staged tasks are not stealable, like the next slot, so they are
 // published to the ring (one seq_cst CAS for the batch, then the idle
 // protocol's check):
 //   * the oldest half when the array is full. The oldest are the children
@@ -98,6 +99,7 @@
 #include "scheduler/scheduler.hpp"
 #include "scheduler/thread_cache.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -234,7 +236,16 @@ private:
     bool futex_will_do() const noexcept;
     void push_local_batch(worker& w, task_header* const* ts, std::uint32_t n);
     task_header* take_ring_top(worker& w, task_header* want) noexcept;
-    enum class place { none, next, staged };
+    // Where a worker's own places hold a task: the next slot, or the staged
+    // array at `index`. A join looks for its target down to join_scan_depth
+    // places below the staged array's top (place_of): deep enough for a
+    // parent awaiting a dozen children in spawn order, short enough that a
+    // target that is elsewhere (stolen, in the ring) costs little to miss.
+    static constexpr std::uint32_t join_scan_depth = 16;
+    struct place {
+        enum { none, next, staged } where;
+        std::uint32_t index;
+    };
     static place place_of(const worker& w, const task_header* want) noexcept;
     static void take_from(worker& w, place p) noexcept;
     void notify_one();
@@ -278,46 +289,60 @@ private:
     bool shut_down_ = false;
 };
 
-// Which of the worker's own places `want` tops: the next slot, the staged
-// array, or neither. Shared by take_local_from_poll and take_target_if.
+// Where `want` is among the worker's own places: the next slot, or the
+// staged array, looked for from the top down to join_scan_depth places.
+// Not only the top: a parent that spawned k children and awaits them in
+// spawn order (skynet, nqueens, a loop over handles) wants the oldest of
+// them, k - 1 places down; taken from there it runs adopted (no RMW at its
+// end) instead of after its k - 1 siblings, each run as help (a CAS at each
+// end, a budget unit each). Shared by take_local_from_poll and
+// take_target_if.
 inline multi_thread_scheduler::place multi_thread_scheduler::place_of(const worker& w,
                                                                       const task_header* want) noexcept {
-    if (w.next && w.next == want) return place::next;
-    if (w.num_staged && w.staged[w.num_staged - 1] == want) return place::staged;
-    return place::none;
+    if (w.next == want) return {place::next, 0};
+    std::uint32_t low = w.num_staged > join_scan_depth ? w.num_staged - join_scan_depth : 0;
+    for (std::uint32_t i = w.num_staged; i > low; --i)
+        if (w.staged[i - 1] == want) return {place::staged, i - 1};
+    return {place::none, 0};
 }
 
-// Takes the top task of place p (not none) out: the caller then runs it
-// nested in its poll, an inlined join.
+// Takes the task at place p (not none) out, keeping the order of the staged
+// tasks above it: the caller then runs it nested in its poll, an inlined
+// join.
 inline void multi_thread_scheduler::take_from(worker& w, place p) noexcept {
-    if (p == place::next) w.next = nullptr;
-    else --w.num_staged;
+    if (p.where == place::next) {
+        w.next = nullptr;
+    } else {
+        w.staged[p.index] = w.staged[--w.num_staged];
+    }
     w.counters.inlined_joins.add();
 }
 
 inline task_header* multi_thread_scheduler::take_local_from_poll(void* opaque, task_header* want) noexcept {
     worker& w = *static_cast<worker*>(opaque);
     // The next slot and the staged array are the worker's own: `want` from
-    // the top of either, else (helping) the newest of them. Only when both
+    // either (place_of), else (helping) the newest of them. Only when both
     // are empty, the ring's newest entry.
     place p = place_of(w, want);
-    if (p == place::none) {
-        if (w.next && may_help()) p = place::next;
-        else if (w.num_staged && may_help()) p = place::staged;
+    // A target that waits on a leaf (woken, queued) needs a real poll.
+    if (p.where != place::none && want->leaf_poll) p.where = place::none;
+    if (p.where == place::none) {
+        if (w.next && may_help()) p = {place::next, 0};
+        else if (w.num_staged && may_help()) p = {place::staged, w.num_staged - 1};
         else return w.owner.take_ring_top(w, want);
     }
-    task_header* top = p == place::next ? w.next : w.staged[w.num_staged - 1];
-    if (top->leaf_poll) return nullptr;  // waits on a leaf: needs a real poll
+    task_header* taken = p.where == place::next ? w.next : w.staged[p.index];
+    if (taken->leaf_poll) return nullptr;  // waits on a leaf: needs a real poll
     take_from(w, p);
-    if (top != want) spend_help_unit();
-    return top;
+    if (taken != want) spend_help_unit();
+    return taken;
 }
 
 template <class Ok>
 inline bool multi_thread_scheduler::take_target_if(void* opaque, task_header* want, Ok ok) noexcept {
     worker& w = *static_cast<worker*>(opaque);
     place p = place_of(w, want);
-    if (p == place::none || !ok(want)) return false;
+    if (p.where == place::none || !ok(want)) return false;
     take_from(w, p);
     return true;
 }
