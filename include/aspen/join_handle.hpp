@@ -61,7 +61,7 @@ public:
     }
     bool valid() const noexcept { return bits_ != 0; }
 
-    struct awaiter : detail::join_leaf {
+    struct awaiter {
         join_handle* self;
 
         explicit awaiter(join_handle* h) noexcept : self(h) {}
@@ -73,9 +73,6 @@ public:
             return false;  // await_suspend inlines the child or registers
         }
         std::coroutine_handle<> await_suspend(std::coroutine_handle<> h) noexcept {
-            // Where the child's final suspend looks for a continuation (see
-            // "Adopted" in task_header.hpp).
-            target_continuation = &child_promise().continuation;
             return detail::suspend_on_join(h, this, &poll_thunk, self->task());
         }
         T await_resume() {
@@ -84,7 +81,7 @@ public:
         }
 
         static bool poll_thunk(void* me, context& cx) {
-            auto* t = static_cast<awaiter*>(static_cast<detail::join_leaf*>(me))->self->task();
+            auto* t = static_cast<awaiter*>(me)->self->task();
             return !detail::register_join_waker(t, cx.waker());
         }
 

@@ -112,15 +112,14 @@ public:
             }
             // Symmetric transfer back to the awaiter keeps deep chains of
             // synchronous completions off the stack.
-            if (auto c = h.promise().continuation) {
-                // A spawned child its joiner adopted (task_header.hpp).
-                if (is_adopter_continuation(c)) return resume_adopter(task_header::of_frame(h.address()), c);
-                return c;
-            }
-            // A root: its header exists. Move the outcome out of the frame
-            // (the frame is destroyed at completion): the exception so it
-            // can be reported without knowing T, the value into the slot.
+            if (auto c = h.promise().continuation) return c;
+            // A root: its header exists.
             task_header* t = task_header::of_frame(h.address());
+            // Run by its joiner, which takes the outcome from the frame.
+            if (t->adopted) return resume_adopter(t);
+            // Move the outcome out of the frame (the frame is destroyed at
+            // completion): the exception so it can be reported without
+            // knowing T, the value into the slot.
             // (The header's slot starts empty: nothing to assign without one.)
             if (h.promise().error) t->error = std::move(h.promise().error);
             h.promise().store_root_result(t);

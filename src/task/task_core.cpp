@@ -621,9 +621,8 @@ void unwind_inlined(task_header* bottom) noexcept {
         task_header* joiner = std::exchange(child->inline_parent, nullptr);
         // An adopted child that suspends is an ordinary nested run from now
         // on: its completion must go through on_root_final, not back into
-        // the joiner's frame. (The joiner's leaf is still its join leaf.)
-        if (std::exchange(child->adopted, false))
-            *static_cast<join_leaf*>(joiner->leaf)->target_continuation = nullptr;
+        // the joiner's frame.
+        child->adopted = false;
         if (std::exchange(child->inline_notified, false)) settle_inlined(child);
         poll_outcome o = finish_poll(child);
         if (o == poll_outcome::requeue || o == poll_outcome::yield)
@@ -684,10 +683,7 @@ bool adoptable(task_header* t) noexcept {
         if (!start_inline(next)) continue;  // cancelled while queued: complete now
         next->inline_parent = joiner;
         tls_context.current = next;
-        if (next == target && adoptable(target)) {
-            target->adopted = true;
-            *static_cast<join_leaf*>(joiner->leaf)->target_continuation = adopter_continuation(joiner->resume_point);
-        }
+        if (next == target && adoptable(target)) target->adopted = true;
         return next->resume_point;
     }
 }
@@ -713,12 +709,11 @@ namespace {
 [[gnu::noinline]] void publish_shared_completion(task_header* t) noexcept { publish_completion(t, false); }
 }  // namespace
 
-[[gnu::hot]] std::coroutine_handle<> resume_adopter(task_header* t, std::coroutine_handle<> c) noexcept {
+[[gnu::hot]] std::coroutine_handle<> resume_adopter(task_header* t) noexcept {
     task_header* joiner = std::exchange(t->inline_parent, nullptr);
     t->inline_notified = false;
     tls_context.current = joiner;
-    resume_joiner(joiner);
-    return std::coroutine_handle<>::from_address(static_cast<char*>(c.address()) - 1);
+    return resume_joiner(joiner);
 }
 
 [[gnu::hot]] void finish_adopted(task_header* t, bool nothing_to_destroy) noexcept {
@@ -732,13 +727,13 @@ namespace {
     if (!try_complete_exclusive(t)) publish_shared_completion(t);
 }
 
-[[gnu::hot]] std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, join_leaf* leaf,
-                                                     leaf_poll_fn poll, task_header* child) noexcept {
+[[gnu::hot]] std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,
+                                                     task_header* child) noexcept {
     task_header* joiner = tls_context.current;
     suspend_on_leaf(h, leaf, poll);
     joiner->join_target = child;
     // Fork-join's common case, continue_join's first turn in one step: the
-    // child never ran, tops this worker's next slot or staged array, and
+    // child never ran, is in this worker's next slot or staged array, and
     // nobody else can reach it, so it runs adopted. The same steps and
     // state as through take_local, start_inline and adoptable, without
     // their calls and repeated checks: fib(22) 234 -> 196 instructions a
@@ -749,8 +744,7 @@ namespace {
                                                [](task_header* t) { return !t->leaf_poll && adoptable(t); })) {
         child->inline_notified = true;  // as start_inline (adoptable: not CANCELLED)
         child->inline_parent = joiner;
-        child->adopted = true;
-        *leaf->target_continuation = adopter_continuation(h);  // its final suspend resumes us
+        child->adopted = true;  // its final suspend resumes us (resume_adopter)
         tls_context.current = child;
         return child->resume_point;
     }

@@ -80,11 +80,11 @@
 //   |3 refs when taken)                                                    then completes it
 //
 // Adopted: a joiner that takes its own target out of this worker's queue
-// (a nested run, as above) points the target's final suspend straight back
-// at itself, as an inline await of a task<T> does, with a tag that makes
-// the final suspend restore the joiner as the current task
-// (adopter_continuation). The outcome then needs no result slot, and the
-// end no on_root_final and no second pass through the join loop. Only a target nobody else can reach is adopted: its word is
+// (a nested run, as above) marks it `adopted`, and the target's final
+// suspend transfers straight back to the joiner (resume_adopter), as an
+// inline await of a task<T> does. The outcome then stays in the frame for
+// the joiner to take (no result slot), and the end needs no on_root_final
+// and no second pass through the join loop. Only a target nobody else can reach is adopted: its word is
 // exactly NOTIFIED|JOIN_INTEREST with the refs of its handle, its life and
 // the queue (no waker clone, no registry entry). If the adopted run
 // suspends, the task stops being adopted (unwind_inlined clears its
@@ -235,12 +235,8 @@ void spawn_on_worker(task_header* t);
 // The root coroutine of t finished; returns what to resume next (the joiner
 // that ran t inline, or nothing).
 std::coroutine_handle<> on_root_final(task_header* t) noexcept;
-// The leaf of a joiner suspended on a join: where the target's promise
-// keeps its continuation, for adoption. join_handle's awaiter derives from it.
-struct join_leaf {
-    std::coroutine_handle<>* target_continuation = nullptr;
-};
-// A task suspends on the join leaf of `child` from coroutine h. Instead of
+// A task suspends on the join leaf of `child` (join_handle's awaiter) from
+// coroutine h. Instead of
 // suspending at once it runs local work nested in its own poll: the child if
 // it has not started and is the newest entry of this worker's queue (join
 // inlining), else the newest startable task there (help while waiting), one
@@ -248,26 +244,16 @@ struct join_leaf {
 // only when no local work is left or the budget is spent. A child taken as
 // the target is adopted (see the state table). Returns the handle to
 // transfer to.
-std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, join_leaf* leaf, leaf_poll_fn poll,
+std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,
                                         task_header* child) noexcept;
-// The continuation a joiner gives the child it adopts: the awaiting handle
-// with bit 0 set (a frame is at least pointer-aligned, so a real handle
-// never has it). It tells the child's final suspend to make the joiner the
-// current task again before resuming it (resume_adopter). That has to
+// The adopted `child` reached its final suspend with its outcome still in
+// its frame: its joiner becomes the current task again (and stops waiting
+// on its join leaf); returns the joiner's handle to resume. That has to
 // happen there, not in the await_resume that takes the outcome: g++ 12 runs
 // the await_suspend of each co_await in `co_await a + co_await b` before
 // either await_resume, so the joiner runs on, and may join again or spawn,
 // between the child's end and that await_resume.
-inline std::coroutine_handle<> adopter_continuation(std::coroutine_handle<> h) noexcept {
-    return std::coroutine_handle<>::from_address(static_cast<char*>(h.address()) + 1);
-}
-inline bool is_adopter_continuation(std::coroutine_handle<> c) noexcept {
-    return reinterpret_cast<std::uintptr_t>(c.address()) & 1;
-}
-// The adopted `child` reached its final suspend with its outcome still in
-// its frame: its joiner becomes the current task again (and stops waiting
-// on its join leaf); returns the joiner's handle, c without the tag.
-std::coroutine_handle<> resume_adopter(task_header* child, std::coroutine_handle<> c) noexcept;
+std::coroutine_handle<> resume_adopter(task_header* child) noexcept;
 // The joiner has moved the adopted child's outcome out of its frame: the
 // child completes, its frame destroyed unless `nothing_to_destroy`
 // (promise_base). The handle keeps the block.
