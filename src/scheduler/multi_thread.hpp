@@ -156,8 +156,8 @@ public:
     static void spawn_from_poll(void* w, task_header* t);
     // detail::publish_local_spawns on a worker during a poll.
     static void publish_from_poll(void* w) noexcept;
-    // The join's fast path (suspend_on_join): if `want` tops the polling
-    // worker's next slot or staged array (owner-only places: a task there
+    // The join's fast path (suspend_on_join): if `want` is in the polling
+    // worker's next slot or staged array (place_of; owner-only places: a task there
     // is this thread's, no other thread polls it, so ok() may read its
     // fields) and ok(want) holds, takes it out as take_local would and
     // returns true. Inline, defined below.

@@ -94,8 +94,9 @@ public:
     // Not virtual: every completion asks.
     void count_completion() noexcept;
     // Takes a task of the calling thread's own queue that can start without
-    // a leaf poll (it never ran, or only yielded): `want` if it is the
-    // newest entry of its place (next slot, staged, ring), else the newest
+    // a leaf poll (it never ran, or only yielded): `want` if it is in the
+    // next slot, among the newest 16 staged tasks (current_thread: of its
+    // queue) or the ring's newest entry, else the newest
     // entry of all if the poll's coop budget has a unit left, which it then
     // spends (helping while waiting must not keep the worker from its
     // fairness checks for long). One call serves a joiner's whole choice.

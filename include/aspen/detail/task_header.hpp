@@ -238,8 +238,8 @@ std::coroutine_handle<> on_root_final(task_header* t) noexcept;
 // A task suspends on the join leaf of `child` (join_handle's awaiter) from
 // coroutine h. Instead of
 // suspending at once it runs local work nested in its own poll: the child if
-// it has not started and is the newest entry of this worker's queue (join
-// inlining), else the newest startable task there (help while waiting), one
+// it has not started and is among the newest entries of this worker's
+// queue (join inlining, see take_local), else the newest startable task there (help while waiting), one
 // coop-budget unit each, until the child is complete; it really suspends
 // only when no local work is left or the budget is spent. A child taken as
 // the target is adopted (see the state table). Returns the handle to
