@@ -130,7 +130,8 @@ aspen::task<long> fan(int depth, long offset, std::atomic<int>& adopted, std::at
     if (depth == 0) co_return offset;
     constexpr int width = 12;
     std::vector<aspen::join_handle<long>> children;
-    for (int i = 0; i < width; ++i) children.push_back(aspen::spawn(fan(depth - 1, offset * width + i, adopted, joins)));
+    for (int i = 0; i < width; ++i)
+        children.push_back(aspen::spawn(fan(depth - 1, offset * width + i, adopted, joins)));
     long sum = 0;
     for (auto& child : children) {
         sum += co_await child;

@@ -409,7 +409,8 @@ namespace {
 constexpr int buried_children = 30;
 aspen::task<int> children_joined_oldest_first() {
     std::vector<aspen::join_handle<int>> hs;
-    for (int i = 0; i < buried_children; ++i) hs.push_back(aspen::spawn([](int i) -> aspen::task<int> { co_return i; }(i)));
+    for (int i = 0; i < buried_children; ++i)
+        hs.push_back(aspen::spawn([](int i) -> aspen::task<int> { co_return i; }(i)));
     int sum = 0;
     for (auto& h : hs) sum += co_await h;  // the oldest first: buried under the others
     co_return sum;

@@ -67,9 +67,9 @@
 // on the same worker moments later; a staged child is taken back without
 // any atomic operation, where a ring push and pop cost two lock-prefixed
 // CASes, and from anywhere in the array's top 16 places (place_of), so a
-// parent joining its children in spawn order adopts each one. Staged tasks are not stealable, like the next slot, so they are
-// published to the ring (one seq_cst CAS for the batch, then the idle
-// protocol's check):
+// parent joining its children in spawn order adopts each one. Staged tasks
+// are not stealable, like the next slot, so they are published to the ring
+// (one seq_cst CAS for the batch, then the idle protocol's check):
 //   * the oldest half when the array is full. The oldest are the children
 //     a fork-join parent joins first, so a full array hands a thief exactly
 //     the tasks its owner is about to want: with 16 places skynet
@@ -157,9 +157,9 @@ public:
     // detail::publish_local_spawns on a worker during a poll.
     static void publish_from_poll(void* w) noexcept;
     // The join's fast path (suspend_on_join): if `want` is in the polling
-    // worker's next slot or staged array (place_of; owner-only places: a task there
-    // is this thread's, no other thread polls it, so ok() may read its
-    // fields) and ok(want) holds, takes it out as take_local would and
+    // worker's next slot or staged array (place_of; owner-only places: a
+    // task there is this thread's, no other thread polls it, so ok() may
+    // read its fields) and ok(want) holds, takes it out as take_local would and
     // returns true. Inline, defined below.
     template <class Ok>
     static bool take_target_if(void* w, task_header* want, Ok ok) noexcept;
@@ -306,9 +306,10 @@ inline multi_thread_scheduler::place multi_thread_scheduler::place_of(const work
     return {place::none, 0};
 }
 
-// Takes the task at place p (not none) out, keeping the order of the staged
-// tasks above it: the caller then runs it nested in its poll, an inlined
-// join.
+// Takes the task at place p (not none) out, a staged one by moving the top
+// task into its place (the array's order only decides which tasks reach the
+// ring first when it fills): the caller then runs it nested in its poll, an
+// inlined join.
 inline void multi_thread_scheduler::take_from(worker& w, place p) noexcept {
     if (p.where == place::next) {
         w.next = nullptr;

@@ -84,11 +84,11 @@
 // suspend transfers straight back to the joiner (resume_adopter), as an
 // inline await of a task<T> does. The outcome then stays in the frame for
 // the joiner to take (no result slot), and the end needs no on_root_final
-// and no second pass through the join loop. Only a target nobody else can reach is adopted: its word is
-// exactly NOTIFIED|JOIN_INTEREST with the refs of its handle, its life and
-// the queue (no waker clone, no registry entry). If the adopted run
-// suspends, the task stops being adopted (unwind_inlined clears its
-// continuation) and finishes as any nested run does. The block stays with
+// and no second pass through the join loop. Only a target nobody else can
+// reach is adopted: its word is exactly NOTIFIED|JOIN_INTEREST with the
+// refs of its handle, its life and the queue (no waker clone, no registry
+// entry). If the adopted run suspends, the task stops being adopted
+// (unwind_inlined clears the flag) and finishes as any nested run does. The block stays with
 // the handle either way, so an abort() through it that races with the end
 // touches live memory. The word takes the same steps as in any nested run
 // (the spin model's task-inline-* scenarios).
@@ -236,12 +236,12 @@ void spawn_on_worker(task_header* t);
 // that ran t inline, or nothing).
 std::coroutine_handle<> on_root_final(task_header* t) noexcept;
 // A task suspends on the join leaf of `child` (join_handle's awaiter) from
-// coroutine h. Instead of
-// suspending at once it runs local work nested in its own poll: the child if
-// it has not started and is among the newest entries of this worker's
-// queue (join inlining, see take_local), else the newest startable task there (help while waiting), one
-// coop-budget unit each, until the child is complete; it really suspends
-// only when no local work is left or the budget is spent. A child taken as
+// coroutine h. Instead of suspending at once it runs local work nested in
+// its own poll: the child if it has not started and is among the newest
+// entries of this worker's queue (join inlining, see take_local), else the
+// newest startable task there (help while waiting), one coop-budget unit
+// each, until the child is complete; it really suspends only when no local
+// work is left or the budget is spent. A child taken as
 // the target is adopted (see the state table). Returns the handle to
 // transfer to.
 std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,
