@@ -113,20 +113,18 @@ task_header* current_thread_scheduler::take_local(task_header* want) noexcept {
     // swapped with the back: this is the run queue, whose order is its
     // fairness.
     if (!on_driver() || local_.empty()) return nullptr;
-    const std::size_t depth = std::min(local_.size(), join_scan_depth);
+    auto taken = local_.end() - 1;  // unless `want` is found: help with the newest
+    const std::size_t depth = std::min<std::size_t>(local_.size(), join_scan_depth);
     for (std::size_t i = 1; i <= depth; ++i) {
         auto at = local_.end() - static_cast<std::ptrdiff_t>(i);
         if (*at != want) continue;
-        if (want->leaf_poll) break;  // needs a real poll: help with the newest
-        local_.erase(at);
-        note_local_depth();
-        counters_.inlined_joins.add();
-        return want;
+        if (!want->leaf_poll) taken = at;  // else it needs a real poll
+        break;
     }
-    task_header* t = local_.back();
+    task_header* t = *taken;
     if ((t != want && !may_help()) || t->leaf_poll) return nullptr;
     if (t != want) spend_help_unit();
-    local_.pop_back();
+    local_.erase(taken);
     note_local_depth();
     counters_.inlined_joins.add();
     return t;

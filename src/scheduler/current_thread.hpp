@@ -75,8 +75,6 @@ private:
     std::uint32_t ticks_to_event_;  // next non-blocking driver poll
     bool time_polls_;               // config::poll_time_histogram
     std::deque<task_header*> local_;  // driver thread only
-    // How far below the back of local_ a join looks for its target.
-    static constexpr std::size_t join_scan_depth = 16;
     // local_.size() for metrics(), which any thread may call: written by the
     // driver after each change of local_ (note_local_depth).
     std::atomic<std::uint64_t> local_depth_{0};

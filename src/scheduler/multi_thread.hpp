@@ -237,11 +237,7 @@ private:
     void push_local_batch(worker& w, task_header* const* ts, std::uint32_t n);
     task_header* take_ring_top(worker& w, task_header* want) noexcept;
     // Where a worker's own places hold a task: the next slot, or the staged
-    // array at `index`. A join looks for its target down to join_scan_depth
-    // places below the staged array's top (place_of): deep enough for a
-    // parent awaiting a dozen children in spawn order, short enough that a
-    // target that is elsewhere (stolen, in the ring) costs little to miss.
-    static constexpr std::uint32_t join_scan_depth = 16;
+    // array at `index` (place_of looks join_scan_depth places down).
     struct place {
         enum { none, next, staged } where;
         std::uint32_t index;

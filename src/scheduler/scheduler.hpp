@@ -95,8 +95,8 @@ public:
     void count_completion() noexcept;
     // Takes a task of the calling thread's own queue that can start without
     // a leaf poll (it never ran, or only yielded): `want` if it is in the
-    // next slot, among the newest 16 staged tasks (current_thread: of its
-    // queue) or the ring's newest entry, else the newest
+    // next slot, among the newest join_scan_depth staged tasks
+    // (current_thread: of its queue) or the ring's newest entry, else the newest
     // entry of all if the poll's coop budget has a unit left, which it then
     // spends (helping while waiting must not keep the worker from its
     // fairness checks for long). One call serves a joiner's whole choice.
@@ -302,6 +302,11 @@ inline thread_context& tls() noexcept { return tls_context; }
 // budget; the budget is this thread's own.
 inline bool may_help() noexcept { return tls_context.budget != 0; }
 inline void spend_help_unit() noexcept { --tls_context.budget; }
+// How far below the newest entry of its thread's own queue a join looks for
+// its target (take_local): deep enough for a parent awaiting a dozen
+// children in spawn order, short enough that a target that is elsewhere
+// (stolen, in the ring) costs little to miss.
+inline constexpr std::uint32_t join_scan_depth = 16;
 
 inline bool scheduler::on_own_thread() const noexcept {
     return tls_context.sched == this && tls_context.worker != nullptr;

@@ -88,9 +88,9 @@
 // reach is adopted: its word is exactly NOTIFIED|JOIN_INTEREST with the
 // refs of its handle, its life and the queue (no waker clone, no registry
 // entry). If the adopted run suspends, the task stops being adopted
-// (unwind_inlined clears the flag) and finishes as any nested run does. The block stays with
-// the handle either way, so an abort() through it that races with the end
-// touches live memory. The word takes the same steps as in any nested run
+// (unwind_inlined clears the flag) and finishes as any nested run does.
+// The block stays with the handle either way, so an abort() through it that
+// races with the end touches live memory. The word takes the same steps as in any nested run
 // (the spin model's task-inline-* scenarios).
 //
 // Invariants: RUNNING is held by at most one thread (the CAS that sets it
