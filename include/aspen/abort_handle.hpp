@@ -22,6 +22,9 @@
 #pragma once
 
 #include <aspen/detail/task_header.hpp>
+#include <aspen/task_id.hpp>
+
+#include <stdexcept>
 
 #include <utility>
 
@@ -52,6 +55,12 @@ public:
     // The task ran to its end or was destroyed; false on an empty handle.
     bool is_finished() const noexcept { return t_ && detail::is_complete(t_); }
     bool valid() const noexcept { return t_ != nullptr; }
+    // The task's id (aspen/task_id.hpp), the same as its join_handle's.
+    // Throws std::logic_error on an empty handle.
+    task_id id() const {
+        if (!t_) throw std::logic_error("aspen::abort_handle::id: the handle is empty");
+        return task_id_access::of(t_);
+    }
     // Both name the same task (two empty handles are equal), e.g. to find a
     // handle in a list of running work.
     friend bool operator==(const abort_handle& a, const abort_handle& b) noexcept { return a.t_ == b.t_; }

@@ -250,6 +250,10 @@ aspen_status aspen_join_abort(aspen_join* join);
 /* 1 once the task ended (its drop has run), 0 before, -1 for NULL. */
 int aspen_join_is_finished(const aspen_join* join);
 
+/* The task's id, as aspen::task_id (C++ join_handle::id): never 0, unique
+ * among the process's tasks while this join lives; 0 for NULL. */
+uint64_t aspen_join_id(const aspen_join* join);
+
 /* Detaches: the task runs on. Joins and wakers may outlive the runtime. */
 void aspen_join_free(aspen_join* join);
 
@@ -257,6 +261,10 @@ void aspen_join_free(aspen_join* join);
 
 /* The runtime running the task that polls with cx (to spawn from a task). */
 aspen_runtime* aspen_context_runtime(const aspen_context* cx);
+
+/* The id of the task that polls with cx (aspen_join_id of its join gives the
+ * same); 0 for NULL. */
+uint64_t aspen_context_task_id(const aspen_context* cx);
 
 /* Yields, as aspen::yield_now: returns ASPEN_PENDING for the poll function
  * to return, and the task is polled again after the work that is ready on

@@ -27,6 +27,7 @@
 #include <aspen/spawn_blocking.hpp>
 #include <aspen/sync/all.hpp>
 #include <aspen/task.hpp>
+#include <aspen/task_id.hpp>
 #include <aspen/task_local.hpp>
 #include <aspen/task_tracker.hpp>
 #include <aspen/time.hpp>

@@ -7,6 +7,7 @@
 #include <aspen/detail/task_header.hpp>
 #include <aspen/errors.hpp>
 #include <aspen/task.hpp>
+#include <aspen/task_id.hpp>
 #include <aspen/waker.hpp>
 
 #include <coroutine>
@@ -48,6 +49,12 @@ public:
     aspen::abort_handle abort_handle() const {
         if (!bits_) throw std::logic_error("aspen::join_handle::abort_handle: the handle is empty (moved-from or detached)");
         return aspen::abort_handle(task());
+    }
+    // The task's id (aspen/task_id.hpp), also once it finished or the
+    // handle was awaited. Throws std::logic_error on an empty handle.
+    task_id id() const {
+        if (!bits_) throw std::logic_error("aspen::join_handle::id: the handle is empty (moved-from or detached)");
+        return task_id_access::of(task());
     }
     // Lets the task run on; its exception, if any, goes to the runtime's
     // unhandled_exception_handler.

@@ -30,6 +30,7 @@
 #include <aspen/spawn.hpp>
 #include <aspen/sync/mpsc.hpp>
 #include <aspen/task.hpp>
+#include <aspen/task_id.hpp>
 #include <aspen/time.hpp>
 #include <aspen/waker.hpp>
 
@@ -903,6 +904,14 @@ int aspen_join_is_finished(const aspen_join* join) {
     return join->state->done() ? 1 : 0;
 }
 
+uint64_t aspen_join_id(const aspen_join* join) {
+    if (!join) {
+        null_arg("aspen_join_id", "join");
+        return 0;
+    }
+    return join->handle.id().value();  // the handle lives as long as the join
+}
+
 void aspen_join_free(aspen_join* join) { delete join; }
 
 aspen_runtime* aspen_context_runtime(const aspen_context* cx) {
@@ -911,6 +920,17 @@ aspen_runtime* aspen_context_runtime(const aspen_context* cx) {
         return nullptr;
     }
     return cx->rt;
+}
+
+uint64_t aspen_context_task_id(const aspen_context* cx) {
+    if (!cx) {
+        null_arg("aspen_context_task_id", "cx");
+        return 0;
+    }
+    // A context exists only while its task is polled, on the polling
+    // thread, where that task is the current one.
+    std::optional<aspen::task_id> id = aspen::try_current_task_id();
+    return id ? id->value() : 0;
 }
 
 aspen_status aspen_yield(aspen_context* cx) {

@@ -182,6 +182,11 @@ struct alignas(16) task_header {
     // Last, in the padding the flags leave before the 16-byte size: the
     // hot fields keep their offsets.
     local_binding* locals = nullptr;    // task_local bindings, innermost first
+    // The task's id (aspen/task_id.hpp), 0 until someone asks for it: ids
+    // are handed out on first request (task_id_of), so a spawn pays for
+    // this field only the zero its construction writes. After the hot
+    // fields, which keep their offsets.
+    std::atomic<std::uint64_t> id{0};
 
     void* frame() noexcept { return this + 1; }
     void* result_slot() noexcept { return reinterpret_cast<char*>(this) + result_offset; }
@@ -269,6 +274,8 @@ inline bool is_complete(const task_header* t) noexcept {
 // Read only once the task is complete (after is_complete's acquire).
 inline bool is_cancelled_outcome(const task_header* t) noexcept { return t->cancelled_outcome; }
 void abort_task(task_header* t) noexcept;
+// t's id (aspen/task_id.hpp), given out now if it has none yet; never 0.
+std::uint64_t task_id_of(task_header* t) noexcept;
 // Called by a frame's unhandled_exception: true (and the exception went to
 // the runtime's unhandled_exception_handler) when this thread is destroying
 // a cancelled task's frame, i.e. a destructor threw during abort/shutdown.
