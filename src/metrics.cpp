@@ -23,6 +23,7 @@ worker_metrics& worker_metrics::operator+=(const worker_metrics& o) noexcept {
     for (std::size_t i = 0; i < poll_time_buckets; ++i) poll_time_histogram[i] += o.poll_time_histogram[i];
     poll_time_ns += o.poll_time_ns;
     if (o.longest_poll_ns > longest_poll_ns) longest_poll_ns = o.longest_poll_ns;
+    busy_ns += o.busy_ns;
     return *this;
 }
 

@@ -2403,10 +2403,11 @@ TEST(capi_histogram_abi, AnOlderMetricsStructIsNotWrittenPastItsEnd) {
     aspen_runtime* rt = make_c_runtime(2, [](aspen_config& c) { c.poll_time_histogram = 1; });
     make_polls(rt);
     // The struct as it was before the histogram was appended, before
-    // budget_forced_yields and the four after it were, and before the two
-    // I/O counts were.
+    // budget_forced_yields and the four after it were, before the two
+    // I/O counts were, and before busy_ns was.
     for (const size_t old_size : {offsetof(aspen_metrics, poll_time_histogram),
-                                  offsetof(aspen_metrics, budget_forced_yields), offsetof(aspen_metrics, io_would_block)}) {
+                                  offsetof(aspen_metrics, budget_forced_yields), offsetof(aspen_metrics, io_would_block),
+                                  offsetof(aspen_metrics, busy_ns)}) {
         for (int worker = -1; worker < 2; ++worker) {
             unsigned char buf[sizeof(aspen_metrics) + 16];
             std::memset(buf, 0xAB, sizeof buf);
@@ -2436,6 +2437,7 @@ TEST(capi_histogram_abi, AnOlderConfigWithoutTheFieldGetsTheDefault) {
         aspen_metrics m;
         m.size = sizeof m;
         ASSERT_EQ(aspen_runtime_metrics(rt, &m), ASPEN_OK) << aspen_last_error();
+        EXPECT_GT(m.busy_ns, 0u) << "the worker ran the polls";
         if (old) {
             EXPECT_EQ(bucket_sum(m), 0u);
         } else {

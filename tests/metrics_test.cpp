@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <latch>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -114,6 +115,70 @@ TEST_P(Metrics, LocalQueueDepthCountsTasksWaitingInTheRunQueues) {
     // not at all): seen up to 298 for 200 on 8 workers. Only the quiet end
     // is exact.
     EXPECT_EQ(rt->metrics().total().local_queue_depth, 0u);
+}
+
+// Keeps its worker for `d` of the steady clock without parking it.
+aspen::task<void> spin_for(std::chrono::nanoseconds d) {
+    auto end = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < end) {
+    }
+    co_return;
+}
+
+std::uint64_t ns_since(std::chrono::steady_clock::time_point t0) {
+    return static_cast<std::uint64_t>(std::chrono::nanoseconds(std::chrono::steady_clock::now() - t0).count());
+}
+
+// The busy time the runtime reports while a task keeps its worker for
+// `spin` (read from inside: the worker's spell is still open then).
+aspen::task<std::uint64_t> busy_growth_while_spinning(std::chrono::nanoseconds spin) {
+    std::uint64_t before = totals().busy_ns;
+    co_await spin_for(spin);
+    co_return totals().busy_ns - before;
+}
+
+// A worker running a task is busy for at least as long as the task runs,
+// and no worker is busy for longer than the runtime has existed.
+TEST_P(Metrics, BusyTimeCoversTheTimeSpentRunningTasks) {
+    constexpr std::chrono::nanoseconds spin = 30ms;
+    auto t0 = std::chrono::steady_clock::now();
+    any_runtime rt(GetParam());
+    std::uint64_t growth = 0;
+    within(60s, "spin", [&] { growth = rt->block_on(busy_growth_while_spinning(spin)); });
+    aspen::runtime_metrics after = rt->metrics();
+    std::uint64_t lifetime = ns_since(t0);
+    EXPECT_GE(growth, static_cast<std::uint64_t>(spin.count()));
+    for (const aspen::worker_metrics& w : after.workers) EXPECT_LE(w.busy_ns, lifetime);
+}
+
+// While every worker sleeps (or, on a current_thread runtime, nothing
+// drives it), nobody's busy time grows.
+TEST_P(Metrics, IdleWorkersAreNotBusy) {
+    any_runtime rt(GetParam());
+    within(60s, "warm-up", [&] { rt->block_on(spin_for(1ms)); });
+    // Every worker has parked and not woken since (parks are counted just
+    // before the busy spell closes, unparks after the next one opened).
+    auto all_parked = [&] {
+        aspen::runtime_metrics m = rt->metrics();
+        for (const aspen::worker_metrics& w : m.workers)
+            if (w.parks != w.unparks + 1) return false;
+        return true;
+    };
+    if (GetParam() > 0) {
+        within(60s, "workers parked", [&] {
+            while (!all_parked()) std::this_thread::sleep_for(1ms);
+        });
+    }
+    std::this_thread::sleep_for(10ms);  // the last spell closed right after its park was counted
+    aspen::runtime_metrics a = rt->metrics();
+    std::this_thread::sleep_for(50ms);
+    aspen::runtime_metrics b = rt->metrics();
+    for (std::size_t i = 0; i < a.workers.size(); ++i) {
+        EXPECT_EQ(b.workers[i].unparks, a.workers[i].unparks) << "an idle runtime's workers stay asleep";
+        EXPECT_EQ(b.workers[i].busy_ns, a.workers[i].busy_ns) << "worker " << i;
+        EXPECT_GT(a.workers[i].busy_ns, 0u) << "awake from its start until its first park";
+    }
+    EXPECT_GE(a.total().busy_ns, 1'000'000u) << "one of them ran the 1 ms task";
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, Metrics, aspen_test::runtime_kinds, aspen_test::kind_name);

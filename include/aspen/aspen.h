@@ -205,6 +205,8 @@ typedef struct aspen_metrics {
     /* Appended later. */
     uint64_t io_would_block;   /* fd and socket syscalls that met EAGAIN before waiting for readiness */
     uint64_t io_ready_events;  /* readiness events the reactor delivered to fds and sockets */
+    /* Appended later. */
+    uint64_t busy_ns;  /* time not parked (as aspen::worker_metrics::busy_ns); totals add the workers' */
 } aspen_metrics;
 
 /* Totals over every worker (the per-runtime fields as they are). */

@@ -46,6 +46,11 @@ struct worker_metrics {
     std::array<std::uint64_t, poll_time_buckets> poll_time_histogram{};
     std::uint64_t poll_time_ns = 0;       // all polls together
     std::uint64_t longest_poll_ns = 0;    // the longest single poll
+    // Time the worker was not parked (running tasks, polling the reactor,
+    // searching for work), as Tokio's worker_total_busy_duration; the spell
+    // it is in now included. A current_thread runtime counts only while a
+    // block_on drives it. Totals add the workers' times.
+    std::uint64_t busy_ns = 0;
 
     worker_metrics& operator+=(const worker_metrics& o) noexcept;
 };

@@ -660,6 +660,7 @@ aspen_metrics to_c(const aspen::runtime_metrics& m, const aspen::worker_metrics&
     c.blocking_queue_depth = m.blocking_queue_depth;
     c.io_would_block = m.io_would_block;
     c.io_ready_events = m.io_ready_events;
+    c.busy_ns = w.busy_ns;
     return c;
 }
 

@@ -170,6 +170,7 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
     ctx.worker = this;
     ctx.completions = &counters_.tasks_completed;
     ctx.counters = &counters_;
+    counters_.busy.start();
     // seq_cst: see stopping_ set by a shutdown on another thread (above).
     while (!is_complete(root) && !stopping_.load(std::memory_order_seq_cst)) {
         task_header* t = next_task();
@@ -183,6 +184,7 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
             note_local_depth();
         }
     }
+    counters_.busy.stop();
     ctx = thread_context{};
     // seq_cst: hands the queues over (release) and must not pass
     // notify_all's waiter-count check (see unpark in park.hpp).
@@ -202,9 +204,11 @@ void current_thread_scheduler::run_until_complete(task_header* root) {
 // unless a blocking function is still running.
 void current_thread_scheduler::idle() {
     counters_.parks.add();
+    counters_.busy.stop();
     before_park();
     if (!(blocking().idle() && io_driver().auto_advance())) io_driver().park(std::nullopt);
     after_unpark();
+    counters_.busy.start();
     counters_.unparks.add();
 }
 

@@ -37,6 +37,7 @@ worker_metrics worker_counters::read() const noexcept {
     for (std::size_t i = 0; i < poll_time_buckets; ++i) m.poll_time_histogram[i] = poll_time[i].get();
     m.poll_time_ns = poll_time_ns.get();
     m.longest_poll_ns = longest_poll_ns.get();
+    m.busy_ns = busy.read();
     return m;
 }
 
@@ -266,7 +267,9 @@ void multi_thread_scheduler::notify_if_work_pending() {
 // ---- consumer side -------------------------------------------------------------------
 void multi_thread_scheduler::run(worker& w) {
     start_thread(w);
+    w.counters.busy.start();
     run_loop(w);
+    w.counters.busy.stop();
     stop_thread(w);
     leave_place();
 }
@@ -420,6 +423,7 @@ void multi_thread_scheduler::park(worker& w) {
         return;
     }
     w.counters.parks.add();
+    w.counters.busy.stop();
     before_park();
     if (!futex_will_do() && try_take_driver()) {
         bool notified = park_on_driver(w);
@@ -435,6 +439,7 @@ void multi_thread_scheduler::park(worker& w) {
         w.park.park();
     }
     after_unpark();
+    w.counters.busy.start();
     w.counters.unparks.add();
     // Whoever woke us (maybe we) counted us as unparked and searching.
     w.searching = true;

@@ -92,6 +92,7 @@
 // staging or poll end.
 #pragma once
 
+#include "scheduler/busy_time.hpp"
 #include "scheduler/idle.hpp"
 #include "scheduler/injector.hpp"
 #include "scheduler/local_queue.hpp"
@@ -117,6 +118,7 @@ struct worker_counters {
         steal_operations, tasks_stolen, failed_steals, parks, unparks, send_polls, budget_forced_yields;
     std::array<counter, poll_time_buckets> poll_time;
     counter poll_time_ns, longest_poll_ns;
+    busy_time busy;
     worker_metrics read() const noexcept;
     void record_poll_time(std::chrono::nanoseconds d) noexcept;
 };
