@@ -13,10 +13,12 @@
 #include <chrono>
 #include <cstddef>
 #include <latch>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -446,6 +448,60 @@ TEST_P(JoinSet, AbortedBlockingChildNeverRunsItsFunction) {
     rt->shutdown();      // waits for the pool: a second that ran would have counted
     EXPECT_EQ(ran_second.load(), 0);
 }
+
+aspen::task<int> value_after_yield(int v) {
+    co_await aspen::yield_now();
+    co_return v;
+}
+
+aspen::task<int> throw_after_yield() {
+    co_await aspen::yield_now();
+    throw std::runtime_error("child failed");
+}
+
+// Each result comes with the id of the child that made it: the id spawn's
+// abort_handle gave, and the one the child saw as its own.
+aspen::task<void> results_with_ids() {
+    constexpr int n = 50;
+    aspen::join_set<int> set;
+    std::map<std::uint64_t, int> expected;
+    for (int i = 0; i < n; ++i) expected[set.spawn(value_after_yield(i)).id().value()] = i;
+    aspen::abort_handle failing = set.spawn(throw_after_yield());
+    int got = 0;
+    bool threw = false;
+    for (;;) {
+        std::optional<std::pair<aspen::task_id, int>> r;
+        try {
+            auto next = set.next_with_id();  // named: see README's g++ caveats
+            r = co_await next;
+        } catch (const std::runtime_error&) {
+            threw = true;
+            continue;
+        }
+        if (!r) break;
+        auto it = expected.find(r->first.value());
+        EXPECT_NE(it, expected.end()) << "an id no child had";
+        if (it == expected.end()) continue;
+        EXPECT_EQ(r->second, it->second) << "the value of another child";
+        expected.erase(it);
+        ++got;
+    }
+    EXPECT_EQ(got, n);
+    EXPECT_TRUE(threw);
+    EXPECT_TRUE(failing.is_finished());
+    // Without waiting: a finished child's id and value, then nothing.
+    aspen::abort_handle a = set.spawn(value_after_yield(7));
+    while (!a.is_finished()) co_await aspen::yield_now();
+    std::optional<std::pair<aspen::task_id, int>> r = set.try_next_with_id();
+    EXPECT_TRUE(r.has_value());
+    if (r) {
+        EXPECT_EQ(r->first, a.id());
+        EXPECT_EQ(r->second, 7);
+    }
+    EXPECT_FALSE(set.try_next_with_id().has_value());
+}
+
+TEST_P(JoinSet, NextWithIdNamesTheChild) { run_on(GetParam(), results_with_ids(), "next_with_id"); }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, JoinSet, aspen_test::runtime_kinds, aspen_test::kind_name);
 

@@ -15,7 +15,8 @@
 // next child to finish, in completion order: the value (std::monostate for
 // void), the child's exception rethrown, or nullopt when no child is left;
 // try_next() is the same without waiting (nullopt also while the children
-// left are still running); `co_await join_all()` waits for all of them and
+// left are still running); next_with_id() and try_next_with_id() give the
+// child's task_id with its value (Tokio's join_next_with_id); `co_await join_all()` waits for all of them and
 // gives their values in completion order (a vector). spawn_blocking(f) runs
 // f on the blocking pool as a child, its result reported as a task's.
 // spawn returns an abort_handle for that one child (Tokio's AbortHandle):
@@ -55,6 +56,7 @@
 #include <aspen/spawn_blocking.hpp>
 #include <aspen/sync/waiter_list.hpp>
 #include <aspen/task.hpp>
+#include <aspen/task_id.hpp>
 #include <aspen/waker.hpp>
 
 #include <cstddef>
@@ -66,6 +68,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -74,6 +77,8 @@ namespace aspen {
 
 template <class T>
 class join_set;
+template <class T, bool WithId = false>
+class join_set_next_awaitable;
 
 namespace detail {
 
@@ -174,13 +179,21 @@ task<T> join_set_blocking_child(abort_on_drop<T> child) {
 
 }  // namespace detail
 
-// What join_set::next() returns; `co_await` it for std::optional<T>.
-template <class T>
+namespace detail {
+// What next() gives, or next_with_id(): the value alone, or with the
+// child's task id.
+template <class T, bool WithId>
+using join_set_result = std::conditional_t<WithId, std::pair<task_id, or_monostate<T>>, or_monostate<T>>;
+}  // namespace detail
+
+// What join_set::next() returns; `co_await` it for std::optional<T>
+// (next_with_id(): for std::optional<std::pair<task_id, T>>).
+template <class T, bool WithId>
 class [[nodiscard]] join_set_next_awaitable
-    : public detail::sync::leaf_awaitable<join_set_next_awaitable<T>> {
+    : public detail::sync::leaf_awaitable<join_set_next_awaitable<T, WithId>> {
 public:
     static constexpr const char* awaited_what = "aspen::join_set::next";
-    using value_type = std::optional<detail::or_monostate<T>>;
+    using value_type = std::optional<detail::join_set_result<T, WithId>>;
 
     explicit join_set_next_awaitable(join_set<T>* set) noexcept : set_(set) {}
     join_set_next_awaitable(join_set_next_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
@@ -260,19 +273,26 @@ public:
         check_owner("aspen::join_set::next");
         return join_set_next_awaitable<T>(this);
     }
+    // The same with the child's task id (Tokio's join_next_with_id), the id
+    // that spawn's abort_handle gives: std::optional<std::pair<task_id, T>>.
+    // A child's exception is rethrown as next() does, without the id (for a
+    // map keyed by id, catch inside the child and return the error).
+    join_set_next_awaitable<T, true> next_with_id() {
+        check_owner("aspen::join_set::next_with_id");
+        return join_set_next_awaitable<T, true>(this);
+    }
 
     // Without waiting (Tokio's try_join_next): the next finished child's
     // value (its exception or task_cancelled rethrown), or nullopt when no
     // child has finished yet or none is left (empty() tells which).
     std::optional<detail::or_monostate<T>> try_next() {
         check_owner("aspen::join_set::try_next");
-        typename detail::join_set_state<T>::outcomes got;
-        {
-            std::lock_guard g(state_->lock);
-            take_finished_locked(got);
-        }
-        if (got.empty()) return std::nullopt;
-        return deliver(std::move(got.front()));
+        return try_next_as<false>();
+    }
+    // try_next() with the child's task id, as next_with_id().
+    std::optional<std::pair<task_id, detail::or_monostate<T>>> try_next_with_id() {
+        check_owner("aspen::join_set::try_next_with_id");
+        return try_next_as<true>();
     }
 
     // Aborts every child; they leave the set at once.
@@ -295,7 +315,19 @@ public:
     bool empty() const noexcept { return live_.empty(); }
 
 private:
-    friend class join_set_next_awaitable<T>;
+    friend class join_set_next_awaitable<T, false>;
+    friend class join_set_next_awaitable<T, true>;
+
+    template <bool WithId>
+    std::optional<detail::join_set_result<T, WithId>> try_next_as() {
+        typename detail::join_set_state<T>::outcomes got;
+        {
+            std::lock_guard g(state_->lock);
+            take_finished_locked(got);
+        }
+        if (got.empty()) return std::nullopt;
+        return deliver<WithId>(std::move(got.front()));
+    }
 
     void check_owner(const char* what) {
         detail::task_header* me = detail::current_task();
@@ -318,11 +350,19 @@ private:
     }
 
     // Hands a taken outcome out: the child leaves the set.
-    std::optional<detail::or_monostate<T>> deliver(typename detail::join_set_state<T>::outcome&& o) {
-        live_.erase(o.id);  // drops the child's handle; its task has reported
+    template <bool WithId>
+    std::optional<detail::join_set_result<T, WithId>> deliver(typename detail::join_set_state<T>::outcome&& o) {
+        auto child = live_.find(o.id);
+        std::optional<task_id> id;
+        if constexpr (WithId) id = child->second.id();
+        live_.erase(child);  // drops the child's handle; its task has reported
         if (o.cancelled) throw task_cancelled();
         if (o.error) std::rethrow_exception(o.error);
-        return std::move(o.value);
+        if constexpr (WithId) {
+            return std::pair<task_id, detail::or_monostate<T>>(*id, std::move(*o.value));
+        } else {
+            return std::move(o.value);
+        }
     }
 
     void abort_all_unchecked() noexcept {
@@ -351,8 +391,8 @@ private:
     detail::task_header* owner_ = nullptr;
 };
 
-template <class T>
-bool join_set_next_awaitable<T>::poll(context& cx) {
+template <class T, bool WithId>
+bool join_set_next_awaitable<T, WithId>::poll(context& cx) {
     if (phase_ == phase::ready || phase_ == phase::done)
         throw std::logic_error("aspen::join_set::next: the awaitable was already awaited");
     auto& st = *set_->state_;
@@ -371,18 +411,18 @@ bool join_set_next_awaitable<T>::poll(context& cx) {
     return false;
 }
 
-template <class T>
-typename join_set_next_awaitable<T>::value_type join_set_next_awaitable<T>::await_resume() {
+template <class T, bool WithId>
+typename join_set_next_awaitable<T, WithId>::value_type join_set_next_awaitable<T, WithId>::await_resume() {
     this->rethrow_if_error();
     phase_ = phase::done;
     if (result_.empty()) return std::nullopt;
     outcome o = std::move(result_.front());
     result_.clear();
-    return set_->deliver(std::move(o));
+    return set_->template deliver<WithId>(std::move(o));
 }
 
-template <class T>
-join_set_next_awaitable<T>::~join_set_next_awaitable() {
+template <class T, bool WithId>
+join_set_next_awaitable<T, WithId>::~join_set_next_awaitable() {
     if (phase_ == phase::waiting) {
         aspen::waker stale;  // ours; dropped after the lock is released
         std::lock_guard g(set_->state_->lock);
