@@ -22,6 +22,7 @@
 #include <chrono>
 #include <coroutine>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -210,6 +211,341 @@ TEST_P(OneExpression, JoinerAbortedBeforeTheJoinsResume) {
     EXPECT_EQ(run(rt, body()), 1);
     EXPECT_EQ(rt->metrics().tasks_alive, 0u);
     EXPECT_EQ(reported.load(), 1);
+}
+
+
+// A void join (its child waits for a wake from another thread, so the join
+// really suspends and completes through the result slot), an int join
+// (adopted where nothing took it first) and a spawn_blocking join in one
+// expression: each gives its own outcome, and every task has ended.
+TEST_P(OneExpression, VoidIntAndBlockingJoins) {
+    any_runtime rt(GetParam());
+    aspen_test::signal go;
+    std::thread waker([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        go.set();
+    });
+    auto body = [&]() -> aspen::task<int> {
+        auto v = aspen::spawn([](aspen_test::signal* g) -> aspen::task<void> { co_await g->wait(); }(&go));
+        auto i = aspen::spawn(returns_at_once(2));
+        auto b = aspen::spawn_blocking([] { return 3; });
+        int r = digits((co_await v, 1), co_await i, co_await b);
+        co_return r + (v.is_finished() && i.is_finished() && b.is_finished() ? 0 : 1000);
+    };
+    EXPECT_EQ(run(rt, body()), 123);
+    waker.join();
+    EXPECT_EQ(rt->metrics().tasks_alive, 0u);
+}
+
+// Two poll_fn leaves with int results: the first stores its waker and is
+// woken from another thread; the second is pending until its own flag is
+// set, and the first's waker is woken again (spuriously) meanwhile, which
+// must not resume the task before the second is ready. Each leaf is
+// polled only through its own poll: the values say which poll completed.
+TEST_P(OneExpression, PollFnLeavesAndASpuriousWake) {
+    any_runtime rt(GetParam());
+    std::atomic<int> phase{0};  // 1: the first is ready, 2: the second is
+    std::mutex m;
+    aspen::waker first_waker, second_waker;
+    std::atomic<int> second_polls_before_ready{0};
+    std::thread other([&] {
+        // Wait until the first leaf stored its waker.
+        for (;;) {
+            std::lock_guard g(m);
+            if (first_waker) break;
+        }
+        phase.store(1);
+        { std::lock_guard g(m); first_waker.wake_by_ref(); }
+        for (;;) {
+            std::lock_guard g(m);
+            if (second_waker) break;
+        }
+        // Spurious: the first leaf is done; its waker wakes the same task.
+        { std::lock_guard g(m); first_waker.wake_by_ref(); }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        phase.store(2);
+        std::lock_guard g(m);
+        second_waker.wake_by_ref();
+    });
+    auto body = [&]() -> aspen::task<int> {
+        auto a = aspen::poll_fn([&](aspen::context& cx) -> aspen::poll<int> {
+            if (phase.load() >= 1) return aspen::ready(4);
+            std::lock_guard g(m);
+            first_waker = cx.waker();
+            return aspen::pending;
+        });
+        auto b = aspen::poll_fn([&](aspen::context& cx) -> aspen::poll<int> {
+            if (phase.load() >= 2) return aspen::ready(5);
+            second_polls_before_ready.fetch_add(1);
+            std::lock_guard g(m);
+            second_waker = cx.waker();
+            return aspen::pending;
+        });
+        co_return digits(co_await a, co_await b);
+    };
+    EXPECT_EQ(run(rt, body()), 45);
+    other.join();
+    EXPECT_GE(second_polls_before_ready.load(), 1);
+    std::lock_guard g(m);
+    first_waker.reset();
+    second_waker.reset();
+}
+
+// ---- sync primitives with void or bool results ---------------------------------
+
+// Two notified() in one expression, on two notifies, each notified from
+// another task while it waits.
+TEST_P(OneExpression, TwoNotifiedEachWokenFromElsewhere) {
+    any_runtime rt(GetParam());
+    auto body = []() -> aspen::task<int> {
+        aspen::notify n1, n2;
+        auto notifier = aspen::spawn([](aspen::notify* a, aspen::notify* b) -> aspen::task<void> {
+            while (a->waiter_count() == 0) co_await aspen::yield_now();
+            a->notify_one();
+            while (b->waiter_count() == 0) co_await aspen::yield_now();
+            b->notify_one();
+        }(&n1, &n2));
+        auto w1 = n1.notified();
+        auto w2 = n2.notified();
+        int r = digits((co_await w1, 1), (co_await w2, 2));
+        co_await notifier;
+        co_return r;
+    };
+    EXPECT_EQ(run(rt, body()), 12);
+}
+
+// A notified() that a notify_one() completed, in a task aborted while a
+// later co_await of the same expression waits: its await_resume never
+// ran, so the notification is passed on, here to the other waiter.
+TEST_P(OneExpression, NotificationOfAnAbortedAwaitIsPassedOn) {
+    any_runtime rt(GetParam());
+    std::atomic<bool> waiting{false};
+    aspen::notify n;
+    auto first = [&]() -> aspen::task<int> {
+        auto w = n.notified();
+        auto never = wait_for_ever(&waiting);
+        co_return digits((co_await w, 1), co_await never);
+    };
+    auto body = [&]() -> aspen::task<int> {
+        auto f = aspen::spawn(first());
+        while (n.waiter_count() == 0) co_await aspen::yield_now();
+        n.notify_one();  // picks f's notified()
+        while (!waiting.load()) co_await aspen::yield_now();
+        auto second = aspen::spawn([](aspen::notify* n) -> aspen::task<int> {
+            auto w = n->notified();
+            co_await w;
+            co_return 7;
+        }(&n));
+        while (n.waiter_count() == 0) co_await aspen::yield_now();
+        f.abort();
+        co_await aspen_test::abort_and_join(f);
+        co_return co_await second;  // hangs (the watchdog) if the notification was lost
+    };
+    EXPECT_EQ(run(rt, body()), 7);
+}
+
+// watch changed() (bool) twice in one expression on two channels, each
+// sent to from another task while it waits; then the aborted case: a
+// changed() that completed (and marked the version seen) in a task aborted
+// while a later co_await waits is rolled back, so the receiver still has
+// that version unseen.
+TEST_P(OneExpression, WatchChangedInOneExpression) {
+    any_runtime rt(GetParam());
+    auto body = []() -> aspen::task<int> {
+        auto [tx1, rx1] = aspen::watch_channel<int>(0);
+        auto [tx2, rx2] = aspen::watch_channel<int>(0);
+        auto sender = aspen::spawn([](aspen::watch_sender<int>* a, aspen::watch_sender<int>* b) -> aspen::task<void> {
+            co_await aspen::yield_now();
+            (void)a->send(1);
+            co_await aspen::yield_now();
+            (void)b->send(2);
+        }(&tx1, &tx2));
+        auto c1 = rx1.changed();
+        auto c2 = rx2.changed();
+        int r = digits(co_await c1, co_await c2);
+        co_await sender;
+        co_return digits(r, *rx1.borrow() * 10 + *rx2.borrow(), rx1.has_changed() || rx2.has_changed());
+    };
+    EXPECT_EQ(run(rt, body()), 11 * 100 + 12 * 10 + 0);
+}
+
+TEST_P(OneExpression, WatchChangedOfAnAbortedAwaitIsRolledBack) {
+    any_runtime rt(GetParam());
+    std::atomic<bool> waiting{false};
+    auto [tx, rx] = aspen::watch_channel<int>(0);
+    auto first = [&]() -> aspen::task<int> {
+        auto c = rx.changed();
+        auto never = wait_for_ever(&waiting);
+        co_return digits(co_await c, co_await never);
+    };
+    auto body = [&]() -> aspen::task<int> {
+        auto f = aspen::spawn(first());
+        co_await aspen::yield_now();
+        (void)tx.send(5);
+        while (!waiting.load()) co_await aspen::yield_now();
+        bool seen_while_waiting = !rx.has_changed();  // the completed poll marked it seen
+        f.abort();
+        co_await aspen_test::abort_and_join(f);
+        co_return digits(seen_while_waiting, rx.has_changed(), *rx.borrow());
+    };
+    EXPECT_EQ(run(rt, body()), 115);
+}
+
+// An event wait, a cancellation token's cancelled() and an mpsc sender's
+// closed() (all void) in one expression, each completed from another
+// thread while it waits (the thread waits for each to be queued, or for
+// the task to have moved on, before completing it).
+TEST_P(OneExpression, EventTokenAndClosedWaits) {
+    any_runtime rt(GetParam());
+    aspen::event ev;
+    aspen::cancellation_token tok;
+    auto [tx, rx] = aspen::mpsc_channel<int>(1);
+    std::optional<aspen::mpsc_receiver<int>> held(std::move(rx));
+    std::thread other([&] {
+        while (ev.waiter_count() == 0) std::this_thread::yield();
+        ev.set();
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        tok.cancel();
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        held.reset();  // the receiver goes: the channel is closed
+    });
+    auto body = [&]() -> aspen::task<int> {
+        auto e = ev.wait();
+        auto c = tok.cancelled();
+        auto cl = tx.closed();
+        int r = digits((co_await e, 1), (co_await c, 2), (co_await cl, 3));
+        co_return r * 10 + (ev.is_set() && tok.is_cancelled() && tx.is_closed());
+    };
+    int r = run(rt, body());
+    other.join();
+    EXPECT_EQ(r, 1231);
+}
+
+// Two sleeps (void) in one expression on the paused clock: the first
+// really waits, the second's deadline was set when it was made, so the
+// expression ends exactly at the later deadline.
+TEST_P(OneExpression, TwoSleepsOnThePausedClock) {
+    aspen::config cfg;
+    cfg.start_paused = true;
+    any_runtime rt(GetParam(), cfg);
+    auto body = []() -> aspen::task<long> {
+        auto start = aspen::now();
+        auto s1 = aspen::sleep(std::chrono::milliseconds(10));
+        auto s2 = aspen::sleep(std::chrono::milliseconds(30));
+        int r = digits((co_await s1, 1), (co_await s2, 2));
+        auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(aspen::now() - start).count();
+        co_return r * 1000 + waited;
+    };
+    EXPECT_EQ(run(rt, body()), 12030);
+}
+
+// ---- byte streams: size_t results ------------------------------------------------
+
+// Two read_exact on one pipe in one expression: the first waits for the
+// writer (another task); each read gives the read slot back when it
+// completes, not in its await_resume, so the second may start while the
+// first's result is not taken yet (else it would throw "another read-side
+// operation is already in progress").
+TEST_P(OneExpression, TwoReadsOnOnePipe) {
+    any_runtime rt(GetParam());
+    auto body = []() -> aspen::task<std::string> {
+        auto [rd, wr] = aspen::pipe();
+        auto writer = aspen::spawn([](aspen::pipe_writer w) -> aspen::task<void> {
+            co_await aspen::yield_now();
+            auto op = w.write_all("abcdef");
+            co_await op;
+        }(std::move(wr)));
+        char b1[4] = {}, b2[4] = {};
+        auto r1 = rd.read_exact(b1, 3);
+        auto r2 = rd.read_exact(b2, 3);
+        int n = digits(static_cast<int>(co_await r1), static_cast<int>(co_await r2));
+        co_await writer;
+        co_return std::to_string(n) + b1 + b2;
+    };
+    EXPECT_EQ(run(rt, body()), "33abcdef");
+}
+
+// The same on an in-memory duplex stream.
+TEST_P(OneExpression, TwoReadsOnADuplex) {
+    any_runtime rt(GetParam());
+    auto body = []() -> aspen::task<std::string> {
+        auto [a, b] = aspen::io::duplex(64);
+        auto writer = aspen::spawn([](aspen::io::duplex_stream* s) -> aspen::task<void> {
+            co_await aspen::yield_now();
+            auto op = s->write_all("uvwxyz", 6);
+            co_await op;
+        }(&b));
+        char b1[4] = {}, b2[4] = {};
+        auto r1 = a.read_exact(b1, 3);
+        auto r2 = a.read_exact(b2, 3);
+        int n = digits(static_cast<int>(co_await r1), static_cast<int>(co_await r2));
+        co_await writer;
+        co_return std::to_string(n) + b1 + b2;
+    };
+    EXPECT_EQ(run(rt, body()), "33uvwxyz");
+}
+
+// ---- tasks awaited inline: task_local scopes, unconstrained ----------------------
+
+inline aspen::task_local<int> one_expression_key;
+
+aspen::task<int> key_after_a_wait() {
+    co_await aspen::yield_now();
+    int* v = one_expression_key.try_get();
+    co_return v ? *v : 0;
+}
+
+// Two scopes, and an unscoped read, in one expression: each body sees its
+// own binding only, and none is left bound afterwards.
+TEST_P(OneExpression, TaskLocalScopesInOneExpression) {
+    any_runtime rt(GetParam());
+    auto body = []() -> aspen::task<int> {
+        auto s1 = one_expression_key.scope(1, key_after_a_wait());
+        auto s2 = one_expression_key.scope(2, key_after_a_wait());
+        auto plain = key_after_a_wait();
+        int r = digits(co_await std::move(s1), co_await std::move(s2), co_await std::move(plain));
+        co_return r * 10 + (one_expression_key.try_get() ? 1 : 0);
+    };
+    EXPECT_EQ(run(rt, body()), 1200);
+}
+
+// An unconstrained body, then a constrained one, in one expression: the
+// first spends more than the budget without yielding; the second must be
+// constrained again (it sees the budget run out).
+TEST_P(OneExpression, UnconstrainedThenConstrained) {
+    aspen::config cfg;
+    cfg.coop_budget = 4;
+    any_runtime rt(GetParam(), cfg);
+    auto spend = [](int n) -> aspen::task<int> {
+        int done = 0;
+        for (; done < n; ++done) {
+            if (!aspen::has_budget_remaining()) co_return done;
+            co_await aspen::consume_budget();
+        }
+        co_return done;
+    };
+    auto body = [&]() -> aspen::task<int> {
+        co_await aspen::yield_now();  // a fresh poll: the full budget
+        auto free = aspen::unconstrained(spend(9));
+        auto bound = spend(9);
+        co_return digits(co_await std::move(free), co_await std::move(bound));
+    };
+    int r = run(rt, body());
+    EXPECT_EQ(r / 10, 9);  // never out of budget inside unconstrained
+    EXPECT_LT(r % 10, 9);  // constrained again: the budget runs out
+}
+
+// consume_budget (void) twice per expression in a loop, on a budget of 4:
+// the loop must still yield to another task before it ends (each step
+// spends budget).
+TEST(OneExpressionCoop, ConsumeBudgetTwicePerExpressionStillYields) {
+    int seen_at = aspen_test::coop_yield_point([](int) -> aspen::task<bool> {
+        auto a = aspen::consume_budget();
+        auto b = aspen::consume_budget();
+        co_return digits((co_await a, 1), (co_await b, 2)) == 12;
+    });
+    EXPECT_GE(seen_at, 1);
+    EXPECT_LE(seen_at, 4);
 }
 
 }  // namespace
