@@ -102,6 +102,18 @@ std::string drive(order_log& log) {
     return log.text;
 }
 
+// True when this compiler resumes a scalar co_await only after the next
+// co_await of its expression suspended (g++ 12); false when it resumes
+// each one before the next begins (clang 19). Tests whose window exists
+// only in the first order expect what each order gives.
+bool scalar_resumes_deferred() {
+    order_log s;
+    int v = 0;
+    scalars(&s, &v);
+    std::string order = drive(s);
+    return order.find("sb") < order.find("Ra");
+}
+
 // Not a runtime test: records the order this compiler gives, so that a
 // reader (and the tests below) know which interleaving is exercised. Only
 // the values are asserted: both orders are allowed.
@@ -174,10 +186,10 @@ auto wait_for_ever(std::atomic<bool>* waiting) {
 
 // Two joined children (adopted where nothing else took them first) and a
 // wait that never ends, in one expression; the joiner is aborted while it
-// waits, so neither join's await_resume ever runs. Both children still
-// complete: nothing is left alive, and the exception the second one threw,
-// which nobody observed, goes to the unhandled-exception handler as any
-// unobserved exception of a task whose handle was dropped.
+// waits, so (on g++ 12) neither join's await_resume ever runs. Both
+// children still complete: nothing is left alive, and the exception the
+// second one threw, which nobody observed, goes to the unhandled-exception
+// handler as any unobserved exception of a task whose handle was dropped.
 TEST_P(OneExpression, JoinerAbortedBeforeTheJoinsResume) {
     std::atomic<int> reported{0};
     aspen::config cfg;
@@ -199,18 +211,30 @@ TEST_P(OneExpression, JoinerAbortedBeforeTheJoinsResume) {
     };
     auto body = [&]() -> aspen::task<int> {
         auto j = aspen::spawn(joiner());
-        while (!waiting.load()) co_await aspen::yield_now();
+        // (Resumed at once, b's exception ends the joiner before `never`.)
+        while (!waiting.load() && !j.is_finished()) co_await aspen::yield_now();
         j.abort();
         try {
             (void)co_await j;
         } catch (const aspen::task_cancelled&) {
             co_return 1;
+        } catch (const std::runtime_error&) {
+            co_return 2;
         }
         co_return 0;
     };
-    EXPECT_EQ(run(rt, body()), 1);
+    int r = run(rt, body());
     EXPECT_EQ(rt->metrics().tasks_alive, 0u);
-    EXPECT_EQ(reported.load(), 1);
+    if (scalar_resumes_deferred()) {
+        // Both joins suspended, neither resumed: the joiner is aborted in
+        // `never`, and b's exception was nobody's.
+        EXPECT_EQ(r, 1);
+        EXPECT_EQ(reported.load(), 1);
+    } else {
+        // b's await_resume rethrew in the joiner, which ended with it.
+        EXPECT_EQ(r, 2);
+        EXPECT_EQ(reported.load(), 0);
+    }
 }
 
 
@@ -316,8 +340,9 @@ TEST_P(OneExpression, TwoNotifiedEachWokenFromElsewhere) {
 
 // A notified() that a notify_one() completed, in a task aborted while a
 // later co_await of the same expression waits: its await_resume never
-// ran, so the notification is passed on, here to the other waiter.
+// ran (g++ 12), so the notification is passed on, here to the other waiter.
 TEST_P(OneExpression, NotificationOfAnAbortedAwaitIsPassedOn) {
+    if (!scalar_resumes_deferred()) GTEST_SKIP() << "each co_await resumes before the next: no such window";
     any_runtime rt(GetParam());
     std::atomic<bool> waiting{false};
     aspen::notify n;
@@ -345,10 +370,10 @@ TEST_P(OneExpression, NotificationOfAnAbortedAwaitIsPassedOn) {
 }
 
 // watch changed() (bool) twice in one expression on two channels, each
-// sent to from another task while it waits; then the aborted case: a
+// sent to from another task while it waits. Then the aborted case: a
 // changed() that completed (and marked the version seen) in a task aborted
-// while a later co_await waits is rolled back, so the receiver still has
-// that version unseen.
+// while a later co_await waits, before its await_resume (g++ 12), is rolled
+// back, so the receiver still has that version unseen.
 TEST_P(OneExpression, WatchChangedInOneExpression) {
     any_runtime rt(GetParam());
     auto body = []() -> aspen::task<int> {
@@ -388,7 +413,8 @@ TEST_P(OneExpression, WatchChangedOfAnAbortedAwaitIsRolledBack) {
         co_await aspen_test::abort_and_join(f);
         co_return digits(seen_while_waiting, rx.has_changed(), *rx.borrow());
     };
-    EXPECT_EQ(run(rt, body()), 115);
+    // Resumed at once (no window), changed() was handed out: seen for good.
+    EXPECT_EQ(run(rt, body()), scalar_resumes_deferred() ? 115 : 105);
 }
 
 // An event wait, a cancellation token's cancelled() and an mpsc sender's
