@@ -179,7 +179,8 @@ aspen::task<int> throws_at_once(int v) {
 // A leaf that never completes and says when it was first polled.
 auto wait_for_ever(std::atomic<bool>* waiting) {
     return aspen::poll_fn([waiting](aspen::context&) -> aspen::poll<int> {
-        waiting->store(true);
+        // release: whoever sees it sees the expression's earlier awaits done.
+        waiting->store(true, std::memory_order_release);
         return aspen::pending;
     });
 }
@@ -197,7 +198,9 @@ TEST_P(OneExpression, JoinerAbortedBeforeTheJoinsResume) {
         try {
             std::rethrow_exception(e);
         } catch (const std::runtime_error& err) {
-            if (std::string(err.what()) == "thrown by a joined child") reported.fetch_add(1);
+            // relaxed: a count, read after block_on returned (the runtime's
+            // threads are joined or synchronized with it by then).
+            if (std::string(err.what()) == "thrown by a joined child") reported.fetch_add(1, std::memory_order_relaxed);
         } catch (...) {
         }
     };
@@ -212,7 +215,8 @@ TEST_P(OneExpression, JoinerAbortedBeforeTheJoinsResume) {
     auto body = [&]() -> aspen::task<int> {
         auto j = aspen::spawn(joiner());
         // (Resumed at once, b's exception ends the joiner before `never`.)
-        while (!waiting.load() && !j.is_finished()) co_await aspen::yield_now();
+        // acquire: pairs with the leaf's release store (the joiner got there).
+        while (!waiting.load(std::memory_order_acquire) && !j.is_finished()) co_await aspen::yield_now();
         j.abort();
         try {
             (void)co_await j;
@@ -229,11 +233,11 @@ TEST_P(OneExpression, JoinerAbortedBeforeTheJoinsResume) {
         // Both joins suspended, neither resumed: the joiner is aborted in
         // `never`, and b's exception was nobody's.
         EXPECT_EQ(r, 1);
-        EXPECT_EQ(reported.load(), 1);
+        EXPECT_EQ(reported.load(std::memory_order_relaxed), 1);  // after block_on: see the handler
     } else {
         // b's await_resume rethrew in the joiner, which ended with it.
         EXPECT_EQ(r, 2);
-        EXPECT_EQ(reported.load(), 0);
+        EXPECT_EQ(reported.load(std::memory_order_relaxed), 0);
     }
 }
 
@@ -278,7 +282,7 @@ TEST_P(OneExpression, PollFnLeavesAndASpuriousWake) {
             std::lock_guard g(m);
             if (first_waker) break;
         }
-        phase.store(1);
+        phase.store(1, std::memory_order_release);  // release: to the leaf's acquire load
         { std::lock_guard g(m); first_waker.wake_by_ref(); }
         for (;;) {
             std::lock_guard g(m);
@@ -287,20 +291,20 @@ TEST_P(OneExpression, PollFnLeavesAndASpuriousWake) {
         // Spurious: the first leaf is done; its waker wakes the same task.
         { std::lock_guard g(m); first_waker.wake_by_ref(); }
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        phase.store(2);
+        phase.store(2, std::memory_order_release);  // as above
         std::lock_guard g(m);
         second_waker.wake_by_ref();
     });
     auto body = [&]() -> aspen::task<int> {
         auto a = aspen::poll_fn([&](aspen::context& cx) -> aspen::poll<int> {
-            if (phase.load() >= 1) return aspen::ready(4);
+            if (phase.load(std::memory_order_acquire) >= 1) return aspen::ready(4);  // acquire: the thread's store
             std::lock_guard g(m);
             first_waker = cx.waker();
             return aspen::pending;
         });
         auto b = aspen::poll_fn([&](aspen::context& cx) -> aspen::poll<int> {
-            if (phase.load() >= 2) return aspen::ready(5);
-            second_polls_before_ready.fetch_add(1);
+            if (phase.load(std::memory_order_acquire) >= 2) return aspen::ready(5);  // as above
+            second_polls_before_ready.fetch_add(1, std::memory_order_relaxed);  // a count, read after block_on
             std::lock_guard g(m);
             second_waker = cx.waker();
             return aspen::pending;
@@ -309,7 +313,7 @@ TEST_P(OneExpression, PollFnLeavesAndASpuriousWake) {
     };
     EXPECT_EQ(run(rt, body()), 45);
     other.join();
-    EXPECT_GE(second_polls_before_ready.load(), 1);
+    EXPECT_GE(second_polls_before_ready.load(std::memory_order_relaxed), 1);
     std::lock_guard g(m);
     first_waker.reset();
     second_waker.reset();
@@ -355,7 +359,7 @@ TEST_P(OneExpression, NotificationOfAnAbortedAwaitIsPassedOn) {
         auto f = aspen::spawn(first());
         while (n.waiter_count() == 0) co_await aspen::yield_now();
         n.notify_one();  // picks f's notified()
-        while (!waiting.load()) co_await aspen::yield_now();
+        while (!waiting.load(std::memory_order_acquire)) co_await aspen::yield_now();  // acquire: the leaf's store
         auto second = aspen::spawn([](aspen::notify* n) -> aspen::task<int> {
             auto w = n->notified();
             co_await w;
@@ -407,7 +411,7 @@ TEST_P(OneExpression, WatchChangedOfAnAbortedAwaitIsRolledBack) {
         auto f = aspen::spawn(first());
         co_await aspen::yield_now();
         (void)tx.send(5);
-        while (!waiting.load()) co_await aspen::yield_now();
+        while (!waiting.load(std::memory_order_acquire)) co_await aspen::yield_now();  // acquire: the leaf's store
         bool seen_while_waiting = !rx.has_changed();  // the completed poll marked it seen
         f.abort();
         co_await aspen_test::abort_and_join(f);
