@@ -143,9 +143,9 @@ private:
     }
     // The child ran adopted and its outcome waits in its frame, but the
     // await that would take it never resumes: g++ 12 runs the await_suspend
-    // of every co_await in `f(co_await h, co_await w)` before either
-    // await_resume, and the joiner was destroyed (aborted, shut down) while
-    // it waited in w. Completes the child as an unobserved one: its frame
+    // of every co_await in `f(co_await h, co_await w)` (scalar or void
+    // results) before either await_resume, and the joiner was destroyed
+    // (aborted, shut down) while it waited in w. Completes the child as an unobserved one: its frame
     // (the value left in it) is destroyed, its exception goes to the header,
     // from where drop_join_handle reports it, as for any task whose handle
     // is dropped unobserved. Without this the child never completed: its

@@ -120,9 +120,10 @@ public:
             // with a destructor (a sender, a receiver, a task_tracker's
             // count) must go when the task ends, as for any task: g++ 12
             // runs the await_suspend of every co_await in `f(co_await h,
-            // (co_await w, 0))` before the await_resume that would destroy
-            // this frame, so the joiner could wait in w for that parameter
-            // to go, for ever. Such a child ends as any nested run does.
+            // (co_await w, 0))` (scalar or void results) before the
+            // await_resume that would destroy this frame, so the joiner
+            // could wait in w for that parameter to go, for ever. Such a
+            // child ends as any nested run does (its result slot).
             if (t->adopted) {
                 if (h.promise().nothing_to_destroy(t)) return resume_adopter(t);
                 t->adopted = false;
