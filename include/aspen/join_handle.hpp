@@ -63,6 +63,8 @@ public:
             detail::task_header* t = task();
             bool observed = awaited();
             bits_ = 0;
+            if (!observed && t->adopted) [[unlikely]]
+                end_untaken_adoption(t);
             detail::drop_join_handle(t, observed);
         }
     }
@@ -145,6 +147,20 @@ private:
         std::exception_ptr error = std::move(p.error);
         finish_adopted(p);
         std::rethrow_exception(std::move(error));
+    }
+    // The child ran adopted and its outcome waits in its frame, but the
+    // await that would take it never resumes: g++ 12 runs the await_suspend
+    // of every co_await in `f(co_await h, co_await w)` (scalar or void
+    // results) before either await_resume, and the joiner was destroyed
+    // (aborted, shut down) while it waited in w. Completes the child as an unobserved one: its frame
+    // (the value left in it) is destroyed, its exception goes to the header,
+    // from where drop_join_handle reports it, as for any task whose handle
+    // is dropped unobserved. Without this the child never completed: its
+    // block leaked and it counted as alive for ever.
+    [[gnu::cold]] static void end_untaken_adoption(detail::task_header* t) noexcept {
+        auto& p = std::coroutine_handle<detail::promise<T>>::from_address(t->frame()).promise();
+        t->error = std::move(p.error);
+        detail::finish_adopted(t, false);
     }
     void finish_adopted(detail::promise<T>& p) noexcept {
         bits_ |= awaited_bit;

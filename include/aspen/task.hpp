@@ -115,8 +115,19 @@ public:
             if (auto c = h.promise().continuation) return c;
             // A root: its header exists.
             task_header* t = task_header::of_frame(h.address());
-            // Run by its joiner, which takes the outcome from the frame.
-            if (t->adopted) return resume_adopter(t);
+            // Run by its joiner, which takes the outcome from the frame,
+            // when the frame holds nothing else to destroy. A parameter
+            // with a destructor (a sender, a receiver, a task_tracker's
+            // count) must go when the task ends, as for any task: g++ 12
+            // runs the await_suspend of every co_await in `f(co_await h,
+            // (co_await w, 0))` (scalar or void results) before the
+            // await_resume that would destroy this frame, so the joiner
+            // could wait in w for that parameter to go, for ever. Such a
+            // child ends as any nested run does (its result slot).
+            if (t->adopted) {
+                if (h.promise().nothing_to_destroy(t)) return resume_adopter(t);
+                t->adopted = false;
+            }
             // Move the outcome out of the frame (the frame is destroyed at
             // completion): the exception so it can be reported without
             // knowing T, the value into the slot.

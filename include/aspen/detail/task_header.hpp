@@ -87,7 +87,12 @@
 // and no second pass through the join loop. Only a target nobody else can
 // reach is adopted: its word is exactly NOTIFIED|JOIN_INTEREST with the
 // refs of its handle, its life and the queue (no waker clone, no registry
-// entry). If the adopted run suspends, the task stops being adopted
+// entry). A child whose frame still holds a parameter with a destructor
+// at its end stops being adopted there and completes as any nested run
+// (final_awaiter, task.hpp): that parameter must go when the child ends,
+// and g++ 12 may run the joiner on, into a later co_await of the same
+// expression, before the await_resume that takes the outcome.
+// If the adopted run suspends, the task stops being adopted
 // (unwind_inlined clears the flag) and finishes as any nested run does.
 // The block stays with the handle either way, so an abort() through it that
 // races with the end touches live memory. The word takes the same steps as in any nested run
