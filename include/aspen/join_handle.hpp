@@ -152,10 +152,10 @@ private:
     // await that would take it never resumes: g++ 12 runs the await_suspend
     // of every co_await in `f(co_await h, co_await w)` (scalar or void
     // results) before either await_resume, and the joiner was destroyed
-    // (aborted, shut down) while it waited in w. Completes the child as an unobserved one: its frame
-    // (the value left in it) is destroyed, its exception goes to the header,
-    // from where drop_join_handle reports it, as for any task whose handle
-    // is dropped unobserved. Without this the child never completed: its
+    // (aborted, shut down) while it waited in w. Completes the child as an
+    // unobserved one: its frame (the value left in it) is destroyed, its
+    // exception goes to the header, from where drop_join_handle reports it,
+    // as for any task whose handle is dropped unobserved. Without this the child never completed: its
     // block leaked and it counted as alive for ever.
     [[gnu::cold]] static void end_untaken_adoption(detail::task_header* t) noexcept {
         auto& p = std::coroutine_handle<detail::promise<T>>::from_address(t->frame()).promise();

@@ -16,7 +16,8 @@
 // void), the child's exception rethrown, or nullopt when no child is left;
 // try_next() is the same without waiting (nullopt also while the children
 // left are still running); next_with_id() and try_next_with_id() give the
-// child's task_id with its value (Tokio's join_next_with_id); `co_await join_all()` waits for all of them and
+// child's task_id with its value (Tokio's join_next_with_id);
+// `co_await join_all()` waits for all of them and
 // gives their values in completion order (a vector). spawn_blocking(f) runs
 // f on the blocking pool as a child, its result reported as a task's.
 // spawn returns an abort_handle for that one child (Tokio's AbortHandle):
