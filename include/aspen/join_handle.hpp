@@ -155,16 +155,20 @@ private:
     // (aborted, shut down) while it waited in w. Completes the child as an
     // unobserved one: its frame (the value left in it) is destroyed, its
     // exception goes to the header, from where drop_join_handle reports it,
-    // as for any task whose handle is dropped unobserved. Without this the child never completed: its
-    // block leaked and it counted as alive for ever.
+    // as for any task whose handle is dropped unobserved. Without this the
+    // child never completed: its block leaked and it counted as alive for
+    // ever.
     [[gnu::cold]] static void end_untaken_adoption(detail::task_header* t) noexcept {
         auto& p = std::coroutine_handle<detail::promise<T>>::from_address(t->frame()).promise();
         t->error = std::move(p.error);
         detail::finish_adopted(t, false);
     }
-    void finish_adopted(detail::promise<T>& p) noexcept {
+    // The outcome is out and the promise empty. A child still adopted at
+    // its end had nothing else in its frame (final_awaiter, task.hpp, adopts
+    // only such a frame), so nothing is left to destroy.
+    void finish_adopted(detail::promise<T>&) noexcept {
         bits_ |= awaited_bit;
-        detail::finish_adopted(task(), p.nothing_to_destroy(task()));
+        detail::finish_adopted(task(), true);
     }
 
     void check_awaitable() const {
