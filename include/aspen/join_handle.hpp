@@ -125,11 +125,11 @@ private:
         if (p.error) [[unlikely]]
             return rethrow_adopted(p);
         if constexpr (std::is_void_v<T>) {
-            finish_adopted(p);
+            finish_adopted();
         } else if constexpr (std::is_nothrow_move_constructible_v<T>) {
             T value = std::move(*p.value);
             p.value.reset();
-            finish_adopted(p);
+            finish_adopted();
             return value;
         } else {
             struct finish {
@@ -137,7 +137,7 @@ private:
                 detail::promise<T>& p;
                 ~finish() {
                     p.value.reset();
-                    self->finish_adopted(p);
+                    self->finish_adopted();
                 }
             } at_exit{this, p};
             return std::move(*p.value);
@@ -145,7 +145,7 @@ private:
     }
     [[gnu::noinline]] T rethrow_adopted(detail::promise<T>& p) {
         std::exception_ptr error = std::move(p.error);
-        finish_adopted(p);
+        finish_adopted();
         std::rethrow_exception(std::move(error));
     }
     // The child ran adopted and its outcome waits in its frame, but the
@@ -166,7 +166,7 @@ private:
     // The outcome is out and the promise empty. A child still adopted at
     // its end had nothing else in its frame (final_awaiter, task.hpp, adopts
     // only such a frame), so nothing is left to destroy.
-    void finish_adopted(detail::promise<T>&) noexcept {
+    void finish_adopted() noexcept {
         bits_ |= awaited_bit;
         detail::finish_adopted(task(), true);
     }
