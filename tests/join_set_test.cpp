@@ -503,6 +503,87 @@ aspen::task<void> results_with_ids() {
 
 TEST_P(JoinSet, NextWithIdNamesTheChild) { run_on(GetParam(), results_with_ids(), "next_with_id"); }
 
+aspen::task<void> void_after_yield() { co_await aspen::yield_now(); }
+aspen::task<void> void_failing() {
+    co_await aspen::yield_now();
+    throw std::invalid_argument("void child failed");
+}
+
+// next_result() gives each child's outcome as a value with the id of the
+// child that made it: a value, an exception or an abort, and throws none of
+// them until value() is asked for.
+aspen::task<void> outcomes_as_values() {
+    constexpr int n = 20;
+    std::atomic<int> alive{0};
+    aspen::event never;
+    aspen::join_set<int> set;
+    std::map<std::uint64_t, int> values;
+    for (int i = 0; i < n; ++i) values[set.spawn(value_after_yield(i)).id().value()] = i;
+    aspen::task_id failing = set.spawn(fail_after_yield("child failed")).id();
+    aspen::abort_handle stuck = set.spawn(wait_value(&never, 99, &alive));
+    stuck.abort();
+    int ok = 0, failed = 0, cancelled = 0;
+    for (;;) {
+        auto next = set.next_result();  // named: see README's g++ caveats
+        std::optional<aspen::join_result<int>> r = co_await next;
+        if (!r) break;
+        if (r->ok()) {
+            EXPECT_FALSE(r->is_error() || r->is_cancelled() || r->error());
+            auto it = values.find(r->id().value());
+            EXPECT_NE(it, values.end()) << "an id no child had, or one given twice";
+            if (it == values.end()) continue;
+            EXPECT_EQ(r->value(), it->second) << "the value of another child";
+            values.erase(it);
+            ++ok;
+        } else if (r->is_error()) {
+            ++failed;
+            EXPECT_EQ(r->id(), failing);
+            EXPECT_FALSE(r->is_cancelled());
+            EXPECT_TRUE(r->error());
+            try {
+                (void)r->value();
+                ADD_FAILURE() << "value() of a failed child returned";
+            } catch (const std::runtime_error& e) {
+                EXPECT_STREQ(e.what(), "child failed");
+            }
+        } else {
+            ++cancelled;
+            EXPECT_TRUE(r->is_cancelled());
+            EXPECT_EQ(r->id(), stuck.id());
+            EXPECT_FALSE(r->error());
+            EXPECT_THROW((void)r->value(), aspen::task_cancelled);
+        }
+    }
+    EXPECT_EQ(ok, n);
+    EXPECT_TRUE(values.empty());
+    EXPECT_EQ(failed, 1);
+    EXPECT_EQ(cancelled, 1);
+    EXPECT_EQ(alive.load(), 0);
+    EXPECT_TRUE(set.empty());
+
+    // Without waiting, and for void children: std::monostate values.
+    aspen::join_set<void> voids;
+    aspen::abort_handle fine = voids.spawn(void_after_yield());
+    aspen::abort_handle bad = voids.spawn(void_failing());
+    while (!fine.is_finished() || !bad.is_finished()) co_await aspen::yield_now();
+    int seen = 0;
+    while (std::optional<aspen::join_result<void>> r = voids.try_next_result()) {
+        ++seen;
+        if (r->id() == fine.id()) {
+            EXPECT_TRUE(r->ok());
+            EXPECT_NO_THROW((void)r->value());
+        } else {
+            EXPECT_EQ(r->id(), bad.id());
+            EXPECT_TRUE(r->is_error());
+            EXPECT_THROW((void)std::move(*r).value(), std::invalid_argument);
+        }
+    }
+    EXPECT_EQ(seen, 2);
+    EXPECT_TRUE(voids.empty());
+}
+
+TEST_P(JoinSet, NextResultGivesEachOutcomeWithItsId) { run_on(GetParam(), outcomes_as_values(), "next_result"); }
+
 INSTANTIATE_TEST_SUITE_P(Kinds, JoinSet, aspen_test::runtime_kinds, aspen_test::kind_name);
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <aspen/fs.hpp>
 #include <aspen/io/all.hpp>
 #include <aspen/join_handle.hpp>
+#include <aspen/join_result.hpp>
 #include <aspen/join_set.hpp>
 #include <aspen/metrics.hpp>
 #include <aspen/net/all.hpp>

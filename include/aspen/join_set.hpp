@@ -17,6 +17,9 @@
 // try_next() is the same without waiting (nullopt also while the children
 // left are still running); next_with_id() and try_next_with_id() give the
 // child's task_id with its value (Tokio's join_next_with_id);
+// next_result() and try_next_result() give the outcome as a join_result
+// (Tokio's Result<T, JoinError>: the id with the value, exception or
+// cancellation, nothing thrown);
 // `co_await join_all()` waits for all of them and
 // gives their values in completion order (a vector). spawn_blocking(f) runs
 // f on the blocking pool as a child, its result reported as a task's.
@@ -53,6 +56,7 @@
 #include <aspen/detail/combinator.hpp>
 #include <aspen/detail/spin_mutex.hpp>
 #include <aspen/join_handle.hpp>
+#include <aspen/join_result.hpp>
 #include <aspen/spawn.hpp>
 #include <aspen/spawn_blocking.hpp>
 #include <aspen/sync/waiter_list.hpp>
@@ -78,7 +82,12 @@ namespace aspen {
 
 template <class T>
 class join_set;
-template <class T, bool WithId = false>
+namespace detail {
+// What a join_set's next awaitable gives: the value (next), the value with
+// the child's id (next_with_id), or a join_result (next_result).
+enum class next_shape : unsigned char { value, with_id, result };
+}  // namespace detail
+template <class T, detail::next_shape Shape = detail::next_shape::value>
 class join_set_next_awaitable;
 
 namespace detail {
@@ -181,20 +190,23 @@ task<T> join_set_blocking_child(abort_on_drop<T> child) {
 }  // namespace detail
 
 namespace detail {
-// What next() gives, or next_with_id(): the value alone, or with the
-// child's task id.
-template <class T, bool WithId>
-using join_set_result = std::conditional_t<WithId, std::pair<task_id, or_monostate<T>>, or_monostate<T>>;
+// What next() gives, next_with_id() or next_result(): the value alone,
+// with the child's task id, or the whole outcome.
+template <class T, next_shape Shape>
+using join_set_result = std::conditional_t<
+    Shape == next_shape::value, or_monostate<T>,
+    std::conditional_t<Shape == next_shape::with_id, std::pair<task_id, or_monostate<T>>, join_result<T>>>;
 }  // namespace detail
 
 // What join_set::next() returns; `co_await` it for std::optional<T>
-// (next_with_id(): for std::optional<std::pair<task_id, T>>).
-template <class T, bool WithId>
+// (next_with_id(): for std::optional<std::pair<task_id, T>>; next_result():
+// for std::optional<join_result<T>>).
+template <class T, detail::next_shape Shape>
 class [[nodiscard]] join_set_next_awaitable
-    : public detail::sync::leaf_awaitable<join_set_next_awaitable<T, WithId>> {
+    : public detail::sync::leaf_awaitable<join_set_next_awaitable<T, Shape>> {
 public:
     static constexpr const char* awaited_what = "aspen::join_set::next";
-    using value_type = std::optional<detail::join_set_result<T, WithId>>;
+    using value_type = std::optional<detail::join_set_result<T, Shape>>;
 
     explicit join_set_next_awaitable(join_set<T>* set) noexcept : set_(set) {}
     join_set_next_awaitable(join_set_next_awaitable&&) noexcept = default;  // until first awaited (see leaf_awaitable)
@@ -276,11 +288,20 @@ public:
     }
     // The same with the child's task id (Tokio's join_next_with_id), the id
     // that spawn's abort_handle gives: std::optional<std::pair<task_id, T>>.
-    // A child's exception is rethrown as next() does, without the id (for a
-    // map keyed by id, catch inside the child and return the error).
-    join_set_next_awaitable<T, true> next_with_id() {
+    // A child's exception is rethrown as next() does, without the id: to
+    // know which child failed, use next_result().
+    join_set_next_awaitable<T, detail::next_shape::with_id> next_with_id() {
         check_owner("aspen::join_set::next_with_id");
-        return join_set_next_awaitable<T, true>(this);
+        return join_set_next_awaitable<T, detail::next_shape::with_id>(this);
+    }
+    // co_await next_result() -> std::optional<join_result<T>>: the next
+    // finished child's outcome as a value (aspen/join_result.hpp), as
+    // Tokio's join_next gives Result<T, JoinError>: its id, and its value,
+    // exception or cancellation; nothing is thrown for a failed or aborted
+    // child. nullopt when no child is left.
+    join_set_next_awaitable<T, detail::next_shape::result> next_result() {
+        check_owner("aspen::join_set::next_result");
+        return join_set_next_awaitable<T, detail::next_shape::result>(this);
     }
 
     // Without waiting (Tokio's try_join_next): the next finished child's
@@ -288,12 +309,17 @@ public:
     // child has finished yet or none is left (empty() tells which).
     std::optional<detail::or_monostate<T>> try_next() {
         check_owner("aspen::join_set::try_next");
-        return try_next_as<false>();
+        return try_next_as<detail::next_shape::value>();
     }
     // try_next() with the child's task id, as next_with_id().
     std::optional<std::pair<task_id, detail::or_monostate<T>>> try_next_with_id() {
         check_owner("aspen::join_set::try_next_with_id");
-        return try_next_as<true>();
+        return try_next_as<detail::next_shape::with_id>();
+    }
+    // try_next() giving the outcome as a value, as next_result().
+    std::optional<join_result<T>> try_next_result() {
+        check_owner("aspen::join_set::try_next_result");
+        return try_next_as<detail::next_shape::result>();
     }
 
     // Aborts every child; they leave the set at once.
@@ -316,18 +342,19 @@ public:
     bool empty() const noexcept { return live_.empty(); }
 
 private:
-    friend class join_set_next_awaitable<T, false>;
-    friend class join_set_next_awaitable<T, true>;
+    friend class join_set_next_awaitable<T, detail::next_shape::value>;
+    friend class join_set_next_awaitable<T, detail::next_shape::with_id>;
+    friend class join_set_next_awaitable<T, detail::next_shape::result>;
 
-    template <bool WithId>
-    std::optional<detail::join_set_result<T, WithId>> try_next_as() {
+    template <detail::next_shape Shape>
+    std::optional<detail::join_set_result<T, Shape>> try_next_as() {
         typename detail::join_set_state<T>::outcomes got;
         {
             std::lock_guard g(state_->lock);
             take_finished_locked(got);
         }
         if (got.empty()) return std::nullopt;
-        return deliver<WithId>(std::move(got.front()));
+        return deliver<Shape>(std::move(got.front()));
     }
 
     void check_owner(const char* what) {
@@ -351,18 +378,23 @@ private:
     }
 
     // Hands a taken outcome out: the child leaves the set.
-    template <bool WithId>
-    std::optional<detail::join_set_result<T, WithId>> deliver(typename detail::join_set_state<T>::outcome&& o) {
+    template <detail::next_shape Shape>
+    std::optional<detail::join_set_result<T, Shape>> deliver(typename detail::join_set_state<T>::outcome&& o) {
+        using detail::next_shape;
         auto child = live_.find(o.id);
         std::optional<task_id> id;
-        if constexpr (WithId) id = child->second.id();
+        if constexpr (Shape != next_shape::value) id = child->second.id();
         live_.erase(child);  // drops the child's handle; its task has reported
-        if (o.cancelled) throw task_cancelled();
-        if (o.error) std::rethrow_exception(o.error);
-        if constexpr (WithId) {
-            return std::pair<task_id, detail::or_monostate<T>>(*id, std::move(*o.value));
+        if constexpr (Shape == next_shape::result) {
+            return join_result<T>(*id, std::move(o.value), std::move(o.error), o.cancelled);
         } else {
-            return std::move(o.value);
+            if (o.cancelled) throw task_cancelled();
+            if (o.error) std::rethrow_exception(o.error);
+            if constexpr (Shape == next_shape::with_id) {
+                return std::pair<task_id, detail::or_monostate<T>>(*id, std::move(*o.value));
+            } else {
+                return std::move(o.value);
+            }
         }
     }
 
@@ -392,8 +424,8 @@ private:
     detail::task_header* owner_ = nullptr;
 };
 
-template <class T, bool WithId>
-bool join_set_next_awaitable<T, WithId>::poll(context& cx) {
+template <class T, detail::next_shape Shape>
+bool join_set_next_awaitable<T, Shape>::poll(context& cx) {
     if (phase_ == phase::ready || phase_ == phase::done)
         throw std::logic_error("aspen::join_set::next: the awaitable was already awaited");
     auto& st = *set_->state_;
@@ -412,18 +444,18 @@ bool join_set_next_awaitable<T, WithId>::poll(context& cx) {
     return false;
 }
 
-template <class T, bool WithId>
-typename join_set_next_awaitable<T, WithId>::value_type join_set_next_awaitable<T, WithId>::await_resume() {
+template <class T, detail::next_shape Shape>
+typename join_set_next_awaitable<T, Shape>::value_type join_set_next_awaitable<T, Shape>::await_resume() {
     this->rethrow_if_error();
     phase_ = phase::done;
     if (result_.empty()) return std::nullopt;
     outcome o = std::move(result_.front());
     result_.clear();
-    return set_->template deliver<WithId>(std::move(o));
+    return set_->template deliver<Shape>(std::move(o));
 }
 
-template <class T, bool WithId>
-join_set_next_awaitable<T, WithId>::~join_set_next_awaitable() {
+template <class T, detail::next_shape Shape>
+join_set_next_awaitable<T, Shape>::~join_set_next_awaitable() {
     if (phase_ == phase::waiting) {
         aspen::waker stale;  // ours; dropped after the lock is released
         std::lock_guard g(set_->state_->lock);
