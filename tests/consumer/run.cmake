@@ -1,9 +1,13 @@
 # cmake -DBUILD=<aspen build dir> -DSOURCE=<aspen source dir> -DWORK=<scratch dir>
-#       -DCXX=<compiler> -DMODE=find_package|add_subdirectory
+#       -DCXX=<compiler> -DMODE=find_package|add_subdirectory|shared_library
 #       [-DBUILD_TYPE=Release|Debug] -P run.cmake
 # Builds tests/consumer against aspen (installed from BUILD into WORK, or
 # added as a subdirectory) and runs it; fails unless it prints fib(25) and
-# the two chains' sums.
+# the two chains' sums. shared_library builds aspen again from SOURCE with
+# -DBUILD_SHARED_LIBS=ON, installs it, and also builds the C API's test
+# program (tests/capi/capi_c_test.c) as a plain C program against the
+# installed libaspen.so, as a language runtime would; both must run from
+# the shared library.
 foreach(var BUILD SOURCE WORK CXX MODE)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run.cmake: -D${var}=... is missing")
@@ -30,12 +34,40 @@ if(MODE STREQUAL "find_package")
   run("configure" ${configure} -DCMAKE_PREFIX_PATH=${WORK}/prefix)
 elseif(MODE STREQUAL "add_subdirectory")
   run("configure" ${configure} -DASPEN_SOURCE_DIR=${SOURCE})
+elseif(MODE STREQUAL "shared_library")
+  run("configure aspen" ${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK}/aspen -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
+      -DCMAKE_CXX_COMPILER=${CXX} -DBUILD_SHARED_LIBS=ON -DASPEN_BUILD_TESTS=OFF -DASPEN_BUILD_BENCH=OFF
+      -DASPEN_BUILD_EXAMPLES=OFF)
+  run("build aspen" ${CMAKE_COMMAND} --build ${WORK}/aspen)
+  run("cmake --install" ${CMAKE_COMMAND} --install ${WORK}/aspen --prefix ${WORK}/prefix)
+  file(GLOB_RECURSE shared ${WORK}/prefix/*/libaspen.so)
+  file(GLOB_RECURSE static ${WORK}/prefix/*/libaspen.a)
+  if(NOT shared OR static)
+    message(FATAL_ERROR "expected libaspen.so and no libaspen.a, found: ${shared} ${static}")
+  endif()
+  # The C compiler that goes with CXX (the environment's CC may name another).
+  string(REGEX REPLACE "clang\\+\\+" "clang" cc "${CXX}")
+  string(REGEX REPLACE "g\\+\\+" "gcc" cc "${cc}")
+  run("configure" ${configure} -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_C_COMPILER=${cc}
+      -DASPEN_CONSUMER_C_PROGRAM=${SOURCE}/tests/capi/capi_c_test.c)
 else()
-  message(FATAL_ERROR "run.cmake: MODE must be find_package or add_subdirectory")
+  message(FATAL_ERROR "run.cmake: MODE must be find_package, add_subdirectory or shared_library")
 endif()
 run("build" ${CMAKE_COMMAND} --build ${WORK}/build)
 run("consumer" ${WORK}/build/consumer)
 if(NOT last_output MATCHES "consumer: fib\\(25\\) = 75025\nconsumer: chains 1000000 1000000")
   message(FATAL_ERROR "the consumer printed: ${last_output}")
+endif()
+if(MODE STREQUAL "shared_library")
+  set(summary "${last_output}")
+  # Both programs load aspen from the shared library, not a copy of it.
+  foreach(program consumer capi_c)
+    run("readelf" readelf -d ${WORK}/build/${program})
+    if(NOT last_output MATCHES "NEEDED[^\n]*libaspen\\.so")
+      message(FATAL_ERROR "${program} does not load libaspen.so:\n${last_output}")
+    endif()
+  endforeach()
+  run("the C API's program" ${WORK}/build/capi_c)
+  set(last_output "${summary}capi_c: ${last_output}")
 endif()
 message(STATUS "consumer (${MODE}, ${BUILD_TYPE}): ${last_output}")
