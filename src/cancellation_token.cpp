@@ -42,6 +42,7 @@ struct cancel_state {
         if (now) cancel_tree(c.get());
     }
 
+#if ASPEN_HAS_STOP_TOKEN
     std::stop_token get_stop_token() {
         std::stop_source s;
         bool now;
@@ -59,32 +60,41 @@ struct cancel_state {
         cancel_state* s;
         void operator()() const noexcept { cancel_tree(s); }
     };
+#endif
 
     std::mutex lock;
     bool cancelled = false;  // under lock; decides who cancels the children
     sync::gate gate;         // open once cancelled: what waiters and is_cancelled() see
     std::vector<std::weak_ptr<cancel_state>> children;
     std::size_t sweep_at = 8;
+#if ASPEN_HAS_STOP_TOKEN
     std::optional<std::stop_source> source;  // made on demand by stop_token()
     // Last, so it is destroyed first: its destructor waits for a callback
     // running on another thread, which still uses the members above.
     std::optional<std::stop_callback<on_stop>> from_std;
+#endif
 
 private:
     static void cancel_one(cancel_state* s, std::vector<std::shared_ptr<cancel_state>>& work) noexcept {
         std::vector<std::weak_ptr<cancel_state>> kids;
+#if ASPEN_HAS_STOP_TOKEN
         std::optional<std::stop_source> src;
+#endif
         {
             std::lock_guard g(s->lock);
             if (s->cancelled) return;
             s->cancelled = true;
             kids.swap(s->children);
+#if ASPEN_HAS_STOP_TOKEN
             src = s->source;
+#endif
         }
         s->gate.open();
         for (auto& k : kids)
             if (auto c = k.lock()) work.push_back(std::move(c));
+#if ASPEN_HAS_STOP_TOKEN
         if (src) src->request_stop();
+#endif
     }
 };
 
@@ -106,9 +116,11 @@ cancelled_awaitable::cancelled_awaitable(std::shared_ptr<detail::cancel_state> s
 
 cancellation_token::cancellation_token() : state_(std::make_shared<detail::cancel_state>()) {}
 
+#if ASPEN_HAS_STOP_TOKEN
 cancellation_token::cancellation_token(std::stop_token st) : cancellation_token() {
     if (st.stop_possible()) state_->from_std.emplace(std::move(st), detail::cancel_state::on_stop{state_.get()});
 }
+#endif
 
 void cancellation_token::cancel() noexcept { detail::cancel_state::cancel_tree(state_.get()); }
 
@@ -120,7 +132,9 @@ cancellation_token cancellation_token::child() const {
     return c;
 }
 
+#if ASPEN_HAS_STOP_TOKEN
 std::stop_token cancellation_token::stop_token() const { return state_->get_stop_token(); }
+#endif
 
 std::size_t cancellation_token::waiter_count() const { return state_->gate.waiter_count(); }
 

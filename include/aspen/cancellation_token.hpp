@@ -18,7 +18,10 @@
 // the stop_token's source requests stop (through a std::stop_callback, which
 // runs cancel() on the requesting thread); token.stop_token() gives a
 // std::stop_token whose stop is requested when the token is cancelled, for
-// std::jthread or code that takes one.
+// std::jthread or code that takes one. Both exist only where the standard
+// library has std::stop_token (__cpp_lib_jthread; ASPEN_HAS_STOP_TOKEN is
+// then 1): libstdc++ 10 and later, libc++ from 20 (19 only with
+// -fexperimental-library).
 //
 // Cancel safety: `co_await token.cancelled()` is cancel-safe; a waiter
 // destroyed while waiting (its task aborted, or it lost a select) unlinks
@@ -40,7 +43,14 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <version>
+
+#if defined(__cpp_lib_jthread)
 #include <stop_token>
+#define ASPEN_HAS_STOP_TOKEN 1
+#else
+#define ASPEN_HAS_STOP_TOKEN 0
+#endif
 
 namespace aspen {
 
@@ -70,8 +80,10 @@ class cancellation_token {
 public:
     // A new token, not cancelled.
     cancellation_token();
+#if ASPEN_HAS_STOP_TOKEN
     // Cancelled when st's source requests stop (now, if it already has).
     explicit cancellation_token(std::stop_token st);
+#endif
     // Copies share the flag. There is no moved-from state: a move copies.
     cancellation_token(const cancellation_token&) = default;
     cancellation_token& operator=(const cancellation_token&) = default;
@@ -84,8 +96,10 @@ public:
 
     // A token cancelled with this one; cancelling it does not cancel this one.
     cancellation_token child() const;
+#if ASPEN_HAS_STOP_TOKEN
     // A std::stop_token whose stop is requested when this token is cancelled.
     std::stop_token stop_token() const;
+#endif
 
     // Runs t (spawned) until it finishes or the token is cancelled: its
     // value (std::monostate for void), its exception, or nullopt when the

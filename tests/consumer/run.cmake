@@ -1,5 +1,5 @@
 # cmake -DBUILD=<aspen build dir> -DSOURCE=<aspen source dir> -DWORK=<scratch dir>
-#       -DCXX=<compiler> -DMODE=find_package|add_subdirectory|shared_library
+#       -DCXX=<compiler> -DMODE=find_package|add_subdirectory|shared_library|libcxx
 #       [-DBUILD_TYPE=Release|Debug] -P run.cmake
 # Builds tests/consumer against aspen (installed from BUILD into WORK, or
 # added as a subdirectory) and runs it; fails unless it prints fib(25) and
@@ -7,7 +7,8 @@
 # -DBUILD_SHARED_LIBS=ON, installs it, and also builds the C API's test
 # program (tests/capi/capi_c_test.c) as a plain C program against the
 # installed libaspen.so, as a language runtime would; both must run from
-# the shared library.
+# the shared library. libcxx builds aspen and the consumer with clang's
+# standard library (CXX must be a clang; -stdlib=libc++).
 foreach(var BUILD SOURCE WORK CXX MODE)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run.cmake: -D${var}=... is missing")
@@ -26,6 +27,16 @@ if(NOT DEFINED BUILD_TYPE)
   set(BUILD_TYPE Release)
 endif()
 
+# Builds the library alone from SOURCE, with the given cache arguments, and
+# installs it into WORK/prefix.
+function(install_from_source)
+  run("configure aspen" ${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK}/aspen -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
+      -DCMAKE_CXX_COMPILER=${CXX} -DASPEN_BUILD_TESTS=OFF -DASPEN_BUILD_BENCH=OFF -DASPEN_BUILD_EXAMPLES=OFF
+      ${ARGN})
+  run("build aspen" ${CMAKE_COMMAND} --build ${WORK}/aspen)
+  run("cmake --install" ${CMAKE_COMMAND} --install ${WORK}/aspen --prefix ${WORK}/prefix)
+endfunction()
+
 file(REMOVE_RECURSE ${WORK})
 set(configure ${CMAKE_COMMAND} -S ${SOURCE}/tests/consumer -B ${WORK}/build -G Ninja
     -DCMAKE_BUILD_TYPE=${BUILD_TYPE} -DCMAKE_CXX_COMPILER=${CXX})
@@ -35,11 +46,7 @@ if(MODE STREQUAL "find_package")
 elseif(MODE STREQUAL "add_subdirectory")
   run("configure" ${configure} -DASPEN_SOURCE_DIR=${SOURCE})
 elseif(MODE STREQUAL "shared_library")
-  run("configure aspen" ${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK}/aspen -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
-      -DCMAKE_CXX_COMPILER=${CXX} -DBUILD_SHARED_LIBS=ON -DASPEN_BUILD_TESTS=OFF -DASPEN_BUILD_BENCH=OFF
-      -DASPEN_BUILD_EXAMPLES=OFF)
-  run("build aspen" ${CMAKE_COMMAND} --build ${WORK}/aspen)
-  run("cmake --install" ${CMAKE_COMMAND} --install ${WORK}/aspen --prefix ${WORK}/prefix)
+  install_from_source(-DBUILD_SHARED_LIBS=ON)
   file(GLOB_RECURSE shared ${WORK}/prefix/*/libaspen.so)
   file(GLOB_RECURSE static ${WORK}/prefix/*/libaspen.a)
   if(NOT shared OR static)
@@ -50,16 +57,25 @@ elseif(MODE STREQUAL "shared_library")
   string(REGEX REPLACE "g\\+\\+" "gcc" cc "${cc}")
   run("configure" ${configure} -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_C_COMPILER=${cc}
       -DASPEN_CONSUMER_C_PROGRAM=${SOURCE}/tests/capi/capi_c_test.c)
+elseif(MODE STREQUAL "libcxx")
+  set(libcxx -DCMAKE_CXX_FLAGS=-stdlib=libc++ -DCMAKE_EXE_LINKER_FLAGS=-stdlib=libc++)
+  install_from_source(${libcxx})
+  run("configure" ${configure} -DCMAKE_PREFIX_PATH=${WORK}/prefix ${libcxx})
 else()
-  message(FATAL_ERROR "run.cmake: MODE must be find_package, add_subdirectory or shared_library")
+  message(FATAL_ERROR "run.cmake: MODE must be find_package, add_subdirectory, shared_library or libcxx")
 endif()
 run("build" ${CMAKE_COMMAND} --build ${WORK}/build)
 run("consumer" ${WORK}/build/consumer)
 if(NOT last_output MATCHES "consumer: fib\\(25\\) = 75025\nconsumer: chains 1000000 1000000")
   message(FATAL_ERROR "the consumer printed: ${last_output}")
 endif()
-if(MODE STREQUAL "shared_library")
-  set(summary "${last_output}")
+set(summary "${last_output}")
+if(MODE STREQUAL "libcxx")
+  run("readelf" readelf -d ${WORK}/build/consumer)
+  if(NOT last_output MATCHES "NEEDED[^\n]*libc\\+\\+\\.so" OR last_output MATCHES "libstdc\\+\\+")
+    message(FATAL_ERROR "the consumer does not use libc++ alone:\n${last_output}")
+  endif()
+elseif(MODE STREQUAL "shared_library")
   # Both programs load aspen from the shared library, not a copy of it.
   foreach(program consumer capi_c)
     run("readelf" readelf -d ${WORK}/build/${program})
@@ -68,6 +84,6 @@ if(MODE STREQUAL "shared_library")
     endif()
   endforeach()
   run("the C API's program" ${WORK}/build/capi_c)
-  set(last_output "${summary}capi_c: ${last_output}")
+  string(APPEND summary "capi_c: ${last_output}")
 endif()
-message(STATUS "consumer (${MODE}, ${BUILD_TYPE}): ${last_output}")
+message(STATUS "consumer (${MODE}, ${BUILD_TYPE}): ${summary}")
