@@ -157,6 +157,33 @@ TEST_P(JoinAdoption, ChildrenAwaitedInSpawnOrderAreEachAdopted) {
     EXPECT_EQ(rt->metrics().tasks_alive, 0u);
 }
 
+// Wider than the 16 places a join scans: the oldest of 40 children sits 39
+// places down, and is found at the slot it was staged in
+// (task_header::stage_slot). On one worker every join adopts; with the scan
+// alone 16 of the 40 did (checked), the rest running after newer siblings
+// that the joins took as help.
+aspen::task<long> wide_fan(int width, std::atomic<int>& adopted) {
+    std::vector<aspen::join_handle<int>> children;
+    for (int i = 0; i < width; ++i) children.push_back(aspen::spawn(square(i)));
+    long sum = 0;
+    for (auto& child : children) {
+        sum += co_await child;
+        if (child.header()->adopted) adopted.fetch_add(1, std::memory_order_relaxed);
+    }
+    co_return sum;
+}
+
+TEST_P(JoinAdoption, ChildrenFarBelowTheTopAreAdoptedToo) {
+    any_runtime rt(GetParam());
+    std::atomic<int> adopted{0};
+    constexpr int width = 40;
+    EXPECT_EQ(run(rt, wide_fan(width, adopted)), 39L * 40 * 79 / 6);
+    if (GetParam() == 1) {
+        EXPECT_EQ(adopted.load(), width);
+    }
+    EXPECT_EQ(rt->metrics().tasks_alive, 0u);
+}
+
 // Several joins in one expression. g++ 12 runs every await_suspend of
 // `co_await a + co_await b` before either await_resume, so the joiner runs
 // on between an adopted child's end and the await_resume that takes its

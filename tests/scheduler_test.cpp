@@ -403,10 +403,12 @@ TEST(Scheduler, ConsumeBudgetYieldsEveryBudget) {
 
 namespace {
 
-// 30 children joined oldest first: the oldest is buried under the 29 newer
-// ones, deeper than a join looks for its target (16 places below the top,
-// see place_of in multi_thread.hpp), so the join helps with newer ones first.
-constexpr int buried_children = 30;
+// 100 children joined oldest first: the oldest are buried under the newer
+// ones, in the worker's ring, where a join does not look for its target
+// (only the next slot and the staged array, at most 64 tasks, see place_of
+// in multi_thread.hpp: the staged array filled and sent its oldest half to
+// the ring), so the join helps with newer ones first.
+constexpr int buried_children = 100;
 aspen::task<int> children_joined_oldest_first() {
     std::vector<aspen::join_handle<int>> hs;
     for (int i = 0; i < buried_children; ++i)

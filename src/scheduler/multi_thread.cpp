@@ -226,6 +226,9 @@ void multi_thread_scheduler::publish_from_poll(void* opaque) noexcept {
 
 [[gnu::hot]] void multi_thread_scheduler::stage(worker& w, task_header* t) {
     if (w.num_staged == w.staged_cap) publish_staged(w, (w.staged_cap + 1) / 2);
+    static_assert(std::tuple_size_v<decltype(w.staged)> <= 256, "stage_slot is one byte");
+    // relaxed: a hint, see task_header::stage_slot.
+    t->stage_slot.store(static_cast<std::uint8_t>(w.num_staged), std::memory_order_relaxed);
     w.staged[w.num_staged++] = t;
     // A worker searches or sleeps: it wants work now, so make it stealable.
     if (idle_.wants_work()) publish_staged(w, w.num_staged);

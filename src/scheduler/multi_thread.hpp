@@ -66,7 +66,7 @@
 // ring's capacity) instead of the ring. Fork-join code joins most children
 // on the same worker moments later; a staged child is taken back without
 // any atomic operation, where a ring push and pop cost two lock-prefixed
-// CASes, and from anywhere in the array's top 16 places (place_of), so a
+// CASes, and from its recorded slot or the array's top 16 places (place_of), so a
 // parent joining its children in spawn order adopts each one. Staged tasks
 // are not stealable, like the next slot, so they are published to the ring
 // (one seq_cst CAS for the batch, then the idle protocol's check):
@@ -239,7 +239,8 @@ private:
     void push_local_batch(worker& w, task_header* const* ts, std::uint32_t n);
     task_header* take_ring_top(worker& w, task_header* want) noexcept;
     // Where a worker's own places hold a task: the next slot, or the staged
-    // array at `index` (place_of looks join_scan_depth places down).
+    // array at `index` (place_of: the task's stage_slot, else join_scan_depth
+    // places down).
     struct place {
         enum { none, next, staged } where;
         std::uint32_t index;
@@ -288,7 +289,9 @@ private:
 };
 
 // Where `want` is among the worker's own places: the next slot, or the
-// staged array, looked for from the top down to join_scan_depth places.
+// staged array: at the slot it was staged in (task_header::stage_slot,
+// kept true when take_from moves a task; publish_staged's shift makes it
+// stale), else looked for from the top down to join_scan_depth places.
 // Not only the top: a parent that spawned k children and awaits them in
 // spawn order (skynet, nqueens, a loop over handles) wants the oldest of
 // them, k - 1 places down; taken from there it runs adopted (no RMW at its
@@ -298,6 +301,9 @@ private:
 inline multi_thread_scheduler::place multi_thread_scheduler::place_of(const worker& w,
                                                                       const task_header* want) noexcept {
     if (w.next == want) return {place::next, 0};
+    // relaxed: a hint (task_header::stage_slot), checked against the array.
+    std::uint32_t slot = want->stage_slot.load(std::memory_order_relaxed);
+    if (slot < w.num_staged && w.staged[slot] == want) return {place::staged, slot};
     std::uint32_t low = w.num_staged > join_scan_depth ? w.num_staged - join_scan_depth : 0;
     for (std::uint32_t i = w.num_staged; i > low; --i)
         if (w.staged[i - 1] == want) return {place::staged, i - 1};
@@ -312,7 +318,9 @@ inline void multi_thread_scheduler::take_from(worker& w, place p) noexcept {
     if (p.where == place::next) {
         w.next = nullptr;
     } else {
-        w.staged[p.index] = w.staged[--w.num_staged];
+        task_header* top = w.staged[--w.num_staged];
+        w.staged[p.index] = top;
+        top->stage_slot.store(static_cast<std::uint8_t>(p.index), std::memory_order_relaxed);  // a hint
     }
     w.counters.inlined_joins.add();
 }

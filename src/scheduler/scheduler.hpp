@@ -95,7 +95,7 @@ public:
     void count_completion() noexcept;
     // Takes a task of the calling thread's own queue that can start without
     // a leaf poll (it never ran, or only yielded): `want` if it is in the
-    // next slot, among the newest join_scan_depth staged tasks
+    // next slot, at its stage_slot or among the newest join_scan_depth staged tasks
     // (current_thread: of its queue) or the ring's newest entry, else the newest
     // entry of all if the poll's coop budget has a unit left, which it then
     // spends (helping while waiting must not keep the worker from its

@@ -179,6 +179,13 @@ struct alignas(16) task_header {
     // from its final suspend and takes the outcome from the frame (see
     // "Adopted" above). Stays set once that run finished.
     bool adopted = false;
+    // Where the task was put in its worker's staged array (multi_thread.hpp,
+    // "Staging"): a hint that lets a join find its child there without a
+    // scan, trusted only when that slot of the joiner's own array holds the
+    // task. relaxed, both ways: a task staged on another worker may have it
+    // written while a joiner reads it, and a stale or foreign value only
+    // fails that check. In the flags' padding: the header keeps its size.
+    std::atomic<std::uint8_t> stage_slot{0};
     // How many aspen::unconstrained scopes of this task are open (nested
     // ones count each): while non-zero, a spent coop budget does not make
     // the task yield (aspen/coop.hpp). Only the task's own thread, which
