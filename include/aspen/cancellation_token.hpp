@@ -20,8 +20,8 @@
 // std::stop_token whose stop is requested when the token is cancelled, for
 // std::jthread or code that takes one. Both exist only where the standard
 // library has std::stop_token (__cpp_lib_jthread; ASPEN_HAS_STOP_TOKEN is
-// then 1): libstdc++ 10 and later, libc++ from 20 (19 only with
-// -fexperimental-library).
+// then 1): libstdc++ 10 and later, not libc++ 19 without
+// -fexperimental-library.
 //
 // Cancel safety: `co_await token.cancelled()` is cancel-safe; a waiter
 // destroyed while waiting (its task aborted, or it lost a select) unlinks

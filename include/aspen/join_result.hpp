@@ -21,6 +21,7 @@
 
 #include <exception>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 namespace aspen {
@@ -30,7 +31,8 @@ class join_result {
 public:
     using value_type = detail::or_monostate<T>;
 
-    join_result(task_id id, std::optional<value_type> value, std::exception_ptr error, bool cancelled) noexcept
+    join_result(task_id id, std::optional<value_type> value, std::exception_ptr error,
+                bool cancelled) noexcept(std::is_nothrow_move_constructible_v<value_type>)
         : id_(id), value_(std::move(value)), error_(std::move(error)), cancelled_(cancelled) {}
 
     task_id id() const noexcept { return id_; }
