@@ -419,6 +419,7 @@ struct concurrent_result {
     std::uint64_t bad_payloads = 0;
     std::uint64_t overflow_calls[3] = {};
     std::uint64_t oldest_pushes = 0;
+    std::uint64_t room_checks = 0;
     std::uint32_t max_steal = 0;
 };
 
@@ -430,7 +431,16 @@ concurrent_result run_concurrent(std::uint32_t cap, int thieves, std::uint32_t n
     std::atomic<std::uint64_t> total{0};
     std::atomic<std::uint64_t> bad_steal_sizes{0}, bad_failures{0}, steals{0}, steals_from_thieves{0};
     std::atomic<std::uint32_t> max_steal{0};
-    std::atomic<std::uint64_t> overflow_tasks{0}, bad_overflows{0}, oldest_pushes{0};
+    std::atomic<std::uint64_t> overflow_tasks{0}, bad_overflows{0}, oldest_pushes{0}, room_checks{0};
+    // Steals from each thief's queue by the other thieves: begun and ended.
+    // A thief checks that a steal fit its free room only when no other thief
+    // stole from it in between (see below).
+    std::unique_ptr<std::atomic<std::uint64_t>[]> raids_begun(new std::atomic<std::uint64_t>[static_cast<std::size_t>(thieves)]);
+    std::unique_ptr<std::atomic<std::uint64_t>[]> raids_ended(new std::atomic<std::uint64_t>[static_cast<std::size_t>(thieves)]);
+    for (int j = 0; j < thieves; ++j) {
+        raids_begun[j].store(0, std::memory_order_relaxed);
+        raids_ended[j].store(0, std::memory_order_relaxed);
+    }
     std::atomic<bool> owner_finished{false};
     std::atomic<std::uint64_t> overflow_calls[3] = {};  // returned 0 / 1 / capacity/2+1
 
@@ -516,20 +526,37 @@ concurrent_result run_concurrent(std::uint32_t cap, int thieves, std::uint32_t n
             while (!done()) {
                 queue* victim = &owner_q;
                 bool from_thief = false;
+                int v = 0;  // the victim thief's index, when from_thief
                 if (thieves > 1 && rng() % 2 == 0) {
-                    int v = static_cast<int>(rng() % static_cast<std::uint64_t>(thieves - 1));
+                    v = static_cast<int>(rng() % static_cast<std::uint64_t>(thieves - 1));
                     if (v >= j) ++v;
                     victim = thief_q[static_cast<std::size_t>(v)].get();
                     from_thief = true;
                 }
+                // seq_cst, all of these: the argument below is about which
+                // of these counts and queue words each read sees.
+                const std::uint64_t begun = raids_begun[j].load(std::memory_order_seq_cst);
+                const std::uint64_t ended = raids_ended[j].load(std::memory_order_seq_cst);
                 const std::uint32_t before = mine.len();
+                if (from_thief) raids_begun[v].fetch_add(1, std::memory_order_seq_cst);
                 std::uint32_t n = 999;
                 node* t = victim->steal_into(mine, n);
+                if (from_thief) raids_ended[v].fetch_add(1, std::memory_order_seq_cst);
+                // Our free room when steal_into looked is cap - before, unless
+                // another thief claimed from our queue after `before` was
+                // read (a claim makes room). Such a raid was either under
+                // way at the first two reads (begun != ended: its end comes
+                // after its claim, so after `before`, or `before` would show
+                // the claim), or began later (its begin happens before its
+                // claim, which our steal_into read, so the read below sees
+                // it). Without either, cap - before is exact.
+                const bool room_known =
+                    begun == ended && raids_begun[j].load(std::memory_order_seq_cst) == begun;
                 if (t != nullptr) {
                     // n >= 1, never more than ceil(half) of a full ring, and
-                    // n - 1 fit into our free space (our len only shrinks
-                    // behind our back, so cap - before bounds the free space).
-                    if (n < 1 || n > std::max<std::uint32_t>(1, cap / 2) || n - 1 > cap - before)
+                    // n - 1 fit into our free room.
+                    if (room_known) room_checks.fetch_add(1, std::memory_order_relaxed);
+                    if (n < 1 || n > std::max<std::uint32_t>(1, cap / 2) || (room_known && n - 1 > cap - before))
                         bad_steal_sizes.fetch_add(1);
                     std::uint32_t m = max_steal.load(std::memory_order_relaxed);
                     while (n > m && !max_steal.compare_exchange_weak(m, n, std::memory_order_relaxed)) {
@@ -576,6 +603,7 @@ concurrent_result run_concurrent(std::uint32_t cap, int thieves, std::uint32_t n
     for (int i = 0; i < 3; ++i) r.overflow_calls[i] = overflow_calls[i].load();
     r.max_steal = max_steal.load();
     r.oldest_pushes = oldest_pushes.load();
+    r.room_checks = room_checks.load();
     EXPECT_TRUE(owner_q.is_empty());
     for (auto& q : thief_q) EXPECT_TRUE(q->is_empty());
     EXPECT_TRUE(inj.is_empty());
@@ -795,13 +823,16 @@ TEST_P(LocalQueueConcurrent, EveryTaskTakenExactlyOnce) {
     EXPECT_EQ(r.bad_overflows, 0u) << "push_overflow returned neither 0, 1 nor capacity/2+1";
     EXPECT_GT(r.steals, 0u);
     EXPECT_GT(r.oldest_pushes, 0u);
+    EXPECT_GT(r.room_checks, 0u) << "no steal was checked against the thief's free room";
     EXPECT_LE(r.max_steal, std::max<std::uint32_t>(1, cap / 2));
     if (!HasFailure()) {
         std::printf(
-            "  cap=%u thieves=%d: steals=%llu (from thieves %llu), max batch=%u, overflowed tasks=%llu "
+            "  cap=%u thieves=%d: steals=%llu (from thieves %llu; %llu checked against the free room), "
+            "max batch=%u, overflowed tasks=%llu "
             "(overflow calls: room again %llu, single push %llu, half batch %llu)\n",
             cap, thieves, static_cast<unsigned long long>(r.steals),
-            static_cast<unsigned long long>(r.steals_from_thieves), r.max_steal,
+            static_cast<unsigned long long>(r.steals_from_thieves), static_cast<unsigned long long>(r.room_checks),
+            r.max_steal,
             static_cast<unsigned long long>(r.overflow_tasks), static_cast<unsigned long long>(r.overflow_calls[0]),
             static_cast<unsigned long long>(r.overflow_calls[1]), static_cast<unsigned long long>(r.overflow_calls[2]));
     }
