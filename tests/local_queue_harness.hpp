@@ -57,12 +57,15 @@ namespace lq_harness {
 
 class fiber_set {
 public:
-    static constexpr std::size_t stack_size = 256 * 1024;
+    static constexpr std::size_t stack_size = 64 * 1024;
 
     // (Re)starts fiber i at fn; fn must end with finish(), never return.
+    // The stacks are kept for the next run: a run is a few dozen steps, and
+    // mapping and unmapping them per run was most of the exhaustive
+    // search's time under the sanitizers.
     void start(std::size_t i, void (*fn)()) {
-        if (fibers_.size() <= i) fibers_.resize(i + 1);
-        fiber& f = fibers_[i];
+        while (fibers_.size() <= i) fibers_.push_back(std::make_unique<fiber>());
+        fiber& f = *fibers_[i];
         if (!f.stack) f.stack.reset(new char[stack_size]);
         getcontext(&f.ctx);
         f.ctx.uc_stack.ss_sp = f.stack.get();
@@ -70,6 +73,8 @@ public:
         f.ctx.uc_link = nullptr;
         makecontext(&f.ctx, fn, 0);
 #if defined(ASPEN_TSAN)
+        // A new TSan fiber each run: the old one's shadow call stack still
+        // holds the frames of a body that never returned.
         if (f.tsan) __tsan_destroy_fiber(f.tsan);
         f.tsan = __tsan_create_fiber(0);
 #endif
@@ -77,7 +82,7 @@ public:
 
     // Scheduler -> fiber i; returns when it yields or finishes.
     void resume(std::size_t i) {
-        fiber& f = fibers_[i];
+        fiber& f = *fibers_[i];
         current_ = static_cast<int>(i);
 #if defined(LQH_ASAN)
         void* fake = nullptr;
@@ -110,22 +115,29 @@ public:
 
     int current() const { return current_; }
 
-    ~fiber_set() {
-#if defined(ASPEN_TSAN)
-        for (auto& f : fibers_)
-            if (f.tsan) __tsan_destroy_fiber(f.tsan);
-#endif
-    }
-
 private:
     struct fiber {
         ucontext_t ctx{};
         std::unique_ptr<char[]> stack;
         void* tsan = nullptr;
+
+        fiber() = default;
+        fiber(const fiber&) = delete;  // getcontext points ctx into itself
+        fiber& operator=(const fiber&) = delete;
+        ~fiber() {
+#if defined(ASPEN_TSAN)
+            if (tsan) __tsan_destroy_fiber(tsan);
+#endif
+        }
     };
+    // One pool per thread: harnesses on a thread run one after another.
+    static std::vector<std::unique_ptr<fiber>>& pool() {
+        thread_local std::vector<std::unique_ptr<fiber>> fibers;
+        return fibers;
+    }
 
     void to_main(bool last) {
-        fiber& f = fibers_[static_cast<std::size_t>(current_)];
+        fiber& f = *fibers_[static_cast<std::size_t>(current_)];
 #if defined(LQH_ASAN)
         void* fake = nullptr;
         __sanitizer_start_switch_fiber(last ? nullptr : &fake, main_bottom_, main_size_);
@@ -141,7 +153,7 @@ private:
         (void)f;
     }
 
-    std::vector<fiber> fibers_;
+    std::vector<std::unique_ptr<fiber>>& fibers_ = pool();
     ucontext_t main_{};
     int current_ = -1;
 #if defined(ASPEN_TSAN)
