@@ -5,8 +5,11 @@ set -euo pipefail
 
 # llvm-19 for llvm-symbolizer-19: the sanitizer presets name it, so their
 # reports show file:line rather than bare addresses. libc++-19-dev for
-# consumer.libcxx (aspen built and used with clang's standard library).
-packages=(cmake ninja-build g++ clang-19 libclang-rt-19-dev llvm-19 libgtest-dev libgmock-dev
+# consumer.add_subdirectory_libcxx (aspen built and used with clang's
+# standard library).
+# lld-19: the clang presets link with it (-fuse-ld=lld), about half the
+# time of ld.bfd for the sanitizer builds' test programs.
+packages=(cmake ninja-build g++ clang-19 libclang-rt-19-dev llvm-19 lld-19 libgtest-dev libgmock-dev
           libbenchmark-dev libtbb-dev libboost-fiber-dev spin libasio-dev libc++-19-dev libc++abi-19-dev)
 
 missing=()

@@ -1,14 +1,15 @@
 # cmake -DBUILD=<aspen build dir> -DSOURCE=<aspen source dir> -DWORK=<scratch dir>
-#       -DCXX=<compiler> -DMODE=find_package|add_subdirectory|shared_library|libcxx
-#       [-DBUILD_TYPE=Release|Debug] -P run.cmake
+#       -DCXX=<compiler> -DMODE=find_package|add_subdirectory|shared_library
+#       [-DBUILD_TYPE=Release|Debug] [-DLIBCXX=ON] -P run.cmake
 # Builds tests/consumer against aspen (installed from BUILD into WORK, or
 # added as a subdirectory) and runs it; fails unless it prints fib(25) and
 # the two chains' sums. shared_library builds aspen again from SOURCE with
 # -DBUILD_SHARED_LIBS=ON, installs it, and also builds the C API's test
 # program (tests/capi/capi_c_test.c) as a plain C program against the
 # installed libaspen.so, as a language runtime would; both must run from
-# the shared library. libcxx builds aspen and the consumer with clang's
-# standard library (CXX must be a clang; -stdlib=libc++).
+# the shared library. LIBCXX=ON builds everything with clang's standard
+# library (CXX must be a clang; -stdlib=libc++) and checks that the program
+# uses it alone.
 foreach(var BUILD SOURCE WORK CXX MODE)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run.cmake: -D${var}=... is missing")
@@ -32,7 +33,7 @@ endif()
 function(install_from_source)
   run("configure aspen" ${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK}/aspen -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
       -DCMAKE_CXX_COMPILER=${CXX} -DASPEN_BUILD_TESTS=OFF -DASPEN_BUILD_BENCH=OFF -DASPEN_BUILD_EXAMPLES=OFF
-      ${ARGN})
+      ${stdlib} ${ARGN})
   run("build aspen" ${CMAKE_COMMAND} --build ${WORK}/aspen)
   run("cmake --install" ${CMAKE_COMMAND} --install ${WORK}/aspen --prefix ${WORK}/prefix)
 endfunction()
@@ -40,6 +41,12 @@ endfunction()
 file(REMOVE_RECURSE ${WORK})
 set(configure ${CMAKE_COMMAND} -S ${SOURCE}/tests/consumer -B ${WORK}/build -G Ninja
     -DCMAKE_BUILD_TYPE=${BUILD_TYPE} -DCMAKE_CXX_COMPILER=${CXX})
+set(stdlib "")
+if(LIBCXX)
+  set(stdlib -DCMAKE_CXX_FLAGS=-stdlib=libc++ -DCMAKE_EXE_LINKER_FLAGS=-stdlib=libc++
+      -DCMAKE_SHARED_LINKER_FLAGS=-stdlib=libc++)
+  list(APPEND configure ${stdlib})
+endif()
 if(MODE STREQUAL "find_package")
   run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD} --prefix ${WORK}/prefix)
   run("configure" ${configure} -DCMAKE_PREFIX_PATH=${WORK}/prefix)
@@ -57,12 +64,8 @@ elseif(MODE STREQUAL "shared_library")
   string(REGEX REPLACE "g\\+\\+" "gcc" cc "${cc}")
   run("configure" ${configure} -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_C_COMPILER=${cc}
       -DASPEN_CONSUMER_C_PROGRAM=${SOURCE}/tests/capi/capi_c_test.c)
-elseif(MODE STREQUAL "libcxx")
-  set(libcxx -DCMAKE_CXX_FLAGS=-stdlib=libc++ -DCMAKE_EXE_LINKER_FLAGS=-stdlib=libc++)
-  install_from_source(${libcxx})
-  run("configure" ${configure} -DCMAKE_PREFIX_PATH=${WORK}/prefix ${libcxx})
 else()
-  message(FATAL_ERROR "run.cmake: MODE must be find_package, add_subdirectory, shared_library or libcxx")
+  message(FATAL_ERROR "run.cmake: MODE must be find_package, add_subdirectory or shared_library")
 endif()
 run("build" ${CMAKE_COMMAND} --build ${WORK}/build)
 run("consumer" ${WORK}/build/consumer)
@@ -70,12 +73,14 @@ if(NOT last_output MATCHES "consumer: fib\\(25\\) = 75025\nconsumer: chains 1000
   message(FATAL_ERROR "the consumer printed: ${last_output}")
 endif()
 set(summary "${last_output}")
-if(MODE STREQUAL "libcxx")
+if(LIBCXX)
   run("readelf" readelf -d ${WORK}/build/consumer)
   if(NOT last_output MATCHES "NEEDED[^\n]*libc\\+\\+\\.so" OR last_output MATCHES "libstdc\\+\\+")
     message(FATAL_ERROR "the consumer does not use libc++ alone:\n${last_output}")
   endif()
-elseif(MODE STREQUAL "shared_library")
+  string(APPEND summary "libc++ alone\n")
+endif()
+if(MODE STREQUAL "shared_library")
   # Both programs load aspen from the shared library, not a copy of it.
   foreach(program consumer capi_c)
     run("readelf" readelf -d ${WORK}/build/${program})
@@ -86,4 +91,4 @@ elseif(MODE STREQUAL "shared_library")
   run("the C API's program" ${WORK}/build/capi_c)
   string(APPEND summary "capi_c: ${last_output}")
 endif()
-message(STATUS "consumer (${MODE}, ${BUILD_TYPE}): ${summary}")
+message(STATUS "consumer (${MODE}, ${BUILD_TYPE}, ${CXX}): ${summary}")
