@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Model-checks spec/idle.pml, spec/task_state.pml, spec/driver_watch.pml, spec/fork_block.pml and spec/block_in_place.pml with spin.
 #
-#   bash spec/run.sh            the CI set: 55 jobs, ~120 s CPU, ~60 s wall on 2 cores, <= 1 GB each
+#   bash spec/run.sh            the CI set: 55 jobs, ~200 s CPU, ~100 s wall on 2 cores, <= 2.2 GB each (2026-11-29)
 #   SPIN_FULL=1 bash spec/run.sh   also four large runs (~2-3 min more; up to 2.7 GB)
 #   SPIN_JOBS=N                 parallel pan runs (default: nproc)
 #   SPIN_KEEP=1                 keep the work directory (pan, trails, logs)
-#   SPIN=/path/to/spin, CC=cc   the tools (default: spin and gcc from PATH)
+#   SPIN=/path/to/spin, CC=cc   the tools (default: spin and gcc from PATH;
+#                               ctest passes clang-19, which compiles pan.c faster)
 #
 # Every job: spin -a (generate pan.c) -> gcc -DSAFETY -> ./pan (exhaustive
 # search, stops at the first error). A job is either
