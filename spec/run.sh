@@ -8,7 +8,7 @@
 #   SPIN=/path/to/spin, CC=cc   the tools (default: spin and gcc from PATH;
 #                               ctest passes clang-19, which compiles pan.c faster)
 #
-# Every job: spin -a (generate pan.c) -> gcc -DSAFETY -> ./pan (exhaustive
+# Every job: spin -a (generate pan.c) -> $CC -DSAFETY -> ./pan (exhaustive
 # search, stops at the first error). A job is either
 #   pass  spin must report "errors: 0" after a complete search, or
 #   fail  spin must find an error whose text contains the given string

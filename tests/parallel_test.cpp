@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -552,8 +553,7 @@ constexpr std::size_t largest_sort = 600000;
 #endif
 
 TEST_P(Parallel, SortMatchesStdSort) {
-    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{2048}, std::size_t{2049},
-                          std::size_t{5000}, std::size_t{100000}, largest_sort})
+    for (std::size_t n : std::initializer_list<std::size_t>{0, 1, 2, 2048, 2049, 5000, 100000, largest_sort})
         for (int which = 0; which < 6; ++which) {
             std::vector<int> v = pattern(n, which);
             std::vector<int> want = v;
