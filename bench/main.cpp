@@ -306,7 +306,9 @@ long sleep_many_bytes_per_task(std::size_t workers) {
     aspen::runtime rt(with_workers(workers));
     const std::int64_t bytes = bench::sleep_many_resident_bytes_per_task(rt);
     if (bytes < 0)
-        std::fprintf(stderr, "CHECK FAILED: runtime=aspen bench=sleep_many memory child: a timer was not armed or fired\n");
+        std::fprintf(stderr,
+                     "CHECK FAILED: runtime=aspen bench=sleep_many memory child: not every timer was armed before "
+                     "the deadline (5 s; a loaded machine?) or fired\n");
     return bytes;
 }
 
