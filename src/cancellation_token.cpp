@@ -44,7 +44,11 @@ struct cancel_state {
 
 #if ASPEN_HAS_STOP_TOKEN
     std::stop_token get_stop_token() {
-        std::stop_source s;
+        // Empty until it copies the shared source below: a default-made
+        // stop_source allocates a stop state of its own, for nothing (and
+        // g++ 12 at -Os warned about that state's construction, which
+        // failed a MinSizeRel build under -Werror).
+        std::stop_source s(std::nostopstate);
         bool now;
         {
             std::lock_guard g(lock);

@@ -1,6 +1,6 @@
 # cmake -DBUILD=<aspen build dir> -DSOURCE=<aspen source dir> -DWORK=<scratch dir>
 #       -DCXX=<compiler> -DMODE=find_package|add_subdirectory|shared_library
-#       [-DBUILD_TYPE=Release|Debug] [-DLIBCXX=ON] -P run.cmake
+#       [-DBUILD_TYPE=Release|Debug|MinSizeRel] [-DLIBCXX=ON] -P run.cmake
 # Builds tests/consumer against aspen (installed from BUILD into WORK, or
 # added as a subdirectory) and runs it; fails unless it prints fib(25) and
 # the two chains' sums. shared_library builds aspen again from SOURCE with
