@@ -11,7 +11,11 @@ cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh || exit 1
 
-builds=${ASPEN_BUILDS:-"release clang-release tsan asan"}
+# clang-release is not in the default set: the asan preset compiles the
+# examples and benchmarks with clang 19 and -Werror too, at -O0 (43 s on 2
+# cores where clang-release took 86 to 90 s, its library build included);
+# clang's warnings do not depend on the optimisation level.
+builds=${ASPEN_BUILDS:-"release tsan asan"}
 declare -A result
 failed=0
 
