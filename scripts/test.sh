@@ -12,9 +12,10 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh || exit 1
 
 # clang-release is not in the default set: the asan preset compiles the
-# examples and benchmarks with clang 19 and -Werror too, at -O0 (43 s on 2
-# cores where clang-release took 86 to 90 s, its library build included);
-# clang's warnings do not depend on the optimisation level.
+# examples and benchmarks with clang 19 and -Werror too, at -O0 (about
+# 58 s of its build on 2 cores, where clang-release took 86 to 90 s with
+# its own library build); clang's warnings do not depend on the
+# optimisation level.
 builds=${ASPEN_BUILDS:-"release tsan asan"}
 declare -A result
 failed=0
