@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Model-checks spec/idle.pml, spec/task_state.pml, spec/driver_watch.pml, spec/fork_block.pml and spec/block_in_place.pml with spin.
 #
-#   bash spec/run.sh            the CI set: 55 jobs, ~155 s CPU, ~80 s wall on 2 cores, <= 2.2 GB each (2026-11-29)
+#   bash spec/run.sh            the CI set: 57 jobs, ~160 s CPU, ~80 s wall on 2 cores, <= 2.2 GB each (2026-11-29)
 #   SPIN_FULL=1 bash spec/run.sh   also four large runs (~2-3 min more; up to 2.7 GB)
 #   SPIN_JOBS=N                 parallel pan runs (default: nproc)
 #   SPIN_KEEP=1                 keep the work directory (pan, trails, logs)
@@ -104,10 +104,12 @@ JOB_LIST=(
   "task-witness-inline-req|fail|task_state.pml|$FIXES -DINLINE=1 -DSOURCES=1 -DWITNESS=W_INLINE_REQ|-O0|-m100000|assertion violated (5!=5)"
   "task-witness-alone-start|fail|task_state.pml|$FIXES -DSOURCES=1 -DABORTER=0 -DJOIN_AWAIT=0 -DWITNESS=W_ALONE_START|-O0|-m100000|assertion violated (6!=6)"
   "task-witness-alone-end|fail|task_state.pml|$FIXES -DSOURCES=1 -DABORTER=0 -DJOIN_AWAIT=0 -DWITNESS=W_ALONE_END|-O0|-m100000|assertion violated (7!=7)"
+  "task-witness-given-back|fail|task_state.pml|$FIXES -DINLINE=1 -DSOURCES=0 -DWITNESS=W_GIVEN_BACK|-O0|-m100000|assertion violated (8!=8)"
   "task-broken-alone-any|fail|task_state.pml|-DBROKEN_ALONE_ANY -DSOURCES=2 -DABORTER=0 -DEARLY_AWAITER=0 -DJOIN_AWAIT=0 -DPOLLERS=1 -DYIELDS=1|-O0|-m100000|assertion violated"
   "task-broken-excl-store|fail|task_state.pml|-DBROKEN_EXCL_ANY -DINLINE=1 -DSOURCES=0 -DABORTER=0 -DEARLY_AWAITER=1 -DJOIN_AWAIT=1 -DREPOLL=0 -DYIELDS=0|-O0|-m100000|assertion violated"
   "task-broken-settle|fail|task_state.pml|-DBROKEN_SETTLE -DINLINE=1 -DSOURCES=1 -DABORTER=0 -DEARLY_AWAITER=0 -DJOIN_AWAIT=1 -DREPOLL=0 -DPOLLERS=1 -DYIELDS=1|-O0|-m100000|assertion violated"
   "task-broken-detach-any|fail|task_state.pml|$FIXES -DBROKEN_DETACH_ANY -DSOURCES=2 -DABORTER=1 -DEARLY_AWAITER=0 -DJOIN_AWAIT=0 -DYIELDS=0|-O0|-m100000|assertion violated"
+  "task-broken-no-abort-wait|fail|task_state.pml|$FIXES -DBROKEN_NO_ABORT_WAIT -DINLINE=1 -DSOURCES=0|-O0|-m100000|assertion violated (freed==0)"
   "task-broken-drop-fast|fail|task_state.pml|-DBROKEN_DROP_FAST -DSOURCES=1 -DABORTER=0 -DEARLY_AWAITER=0 -DJOIN_AWAIT=1 -DREPOLL=0 -DYIELDS=0|-O0|-m100000|assertion violated"
   # -- two bugs spin found in src/task/task_core.cpp (fixed there); with the old code restored
   #    spin must still find them, so the model keeps its teeth -----------------------------

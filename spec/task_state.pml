@@ -13,7 +13,7 @@
  *                                          drop_join_handle, ref_inc, ref_dec,
  *                                          on_last_ref, start_inline,
  *                                          try_complete_exclusive, continue_join,
- *                                          try_complete_alone
+ *                                          try_complete_alone, end_adopted
  *   include/aspen/join_handle.hpp          awaiter::await_ready / poll_thunk,
  *                                          take_result, detach
  *   src/scheduler/multi_thread.cpp         run_task (requeue / yield push)
@@ -56,9 +56,15 @@
  *                          tries the exclusive store (try_complete_exclusive);
  *                          if it suspends, settle_inlined takes RUNNING and
  *                          keeps NOTIFIED iff REWOKEN, then finish_poll as for
- *                          any poll. Its aborter then aborts
+ *                          any poll. An adopted run (the word exactly
+ *                          NOTIFIED|JOIN_INTEREST|3 refs when taken) ends in the
+ *                          joiner's end_adopted: with still 3 refs and no
+ *                          JOIN_WAKER the block is freed there (the handle gives
+ *                          it back), else the CAS path. Its aborter then aborts
  *                          through the awaited handle: no reference of its own,
- *                          and done before the handle is dropped.
+ *                          and done before the await's end (a join_handle is
+ *                          not for concurrent use) and before the handle is
+ *                          dropped.
  *
  * Properties (assertions; "ACC" = every touch of the task's memory):
  *   - RUNNING is held by at most one thread: polling <= 1;
@@ -190,6 +196,7 @@ bit gcomplete = 0;         /* ghost copy of COMPLETE, for the sources' exit */
 bit inl = 0;               /* the joiner runs the task nested: it owns the frame without RUNNING */
 bit leafed = 0;            /* the task suspended on a leaf (leaf_poll set): take_local refuses it */
 bit abort_done = 0;        /* the aborter is finished with the handle */
+byte adopt = 0;            /* 1: the nested run is adopted; 2: it ended so (final_awaiter -> resume_adopter), end_adopted follows */
 
 /* The thread that owns the frame: RUNNING, or the nested runner (NOTIFIED kept). */
 #define OWNS(x) (((x) & RUNNING) || inl)
@@ -203,6 +210,7 @@ bit abort_done = 0;        /* the aborter is finished with the handle */
 #define W_INLINE_REQ  5   /* a nested run suspends after a wake (REWOKEN): re-queued */
 #define W_ALONE_START 6   /* start_poll takes RUNNING with a plain store (nobody else holds the task) */
 #define W_ALONE_END   7   /* complete() frees a task nobody else holds, without an RMW */
+#define W_GIVEN_BACK  8   /* end_adopted frees the block at the join (the handle gives it back) */
 #ifdef WITNESS
 #define WITNESS_AT(k) assert(k != WITNESS)
 #else
@@ -430,7 +438,8 @@ inline run_poll(s, nx, ok, wa, rep, w, excl) {
   :: true -> skip
   fi;
   if
-  :: root_done && excl -> complete_exclusive(s, nx, ok, wa, rep, w)
+  :: root_done && excl && adopt -> adopt = 2   /* final_awaiter -> resume_adopter: the joiner ends it (end_adopted) */
+  :: root_done && excl && !adopt -> complete_exclusive(s, nx, ok, wa, rep, w)
   :: root_done && !excl -> complete(s, nx, ok, wa, rep, w)
   :: else ->
      if
@@ -605,11 +614,49 @@ inline take_result() {
   }
 }
 
+/* end_adopted: the joiner took the adopted task's outcome from its frame.
+ * A join_handle is not for concurrent use, so an abort() through it came
+ * before this await's end (the wait on abort_done). With nothing but the
+ * handle's, the life's and the poll's refs and no JOIN_WAKER, only the
+ * handle could reach the task: the block is freed at once and the word is
+ * never written again (the d_step checks that nobody wrote it since the
+ * load, and settles the ghost word for the final check). Otherwise the
+ * task completes through the CAS path and the handle keeps the block. */
+inline end_adopted(s, nx, ok, wa, rep, w, gone) {
+#ifndef BROKEN_NO_ABORT_WAIT
+  (!ABORTER || ABORTER_REF || abort_done);
+#endif
+  LOAD(s);
+  if
+#ifdef BROKEN_GIVE_BACK_ANY
+  :: !(s & COMPLETE) ->     /* broken: give back whoever else holds a ref */
+#else
+  :: refs(s) == 3 && !(s & (JOIN_WAKER | COMPLETE)) && (s & JOIN_INTEREST) ->
+#endif
+     d_step {
+       ACC; assert(st == s); assert(OWNS(st));
+       st = COMPLETE; polling--; inl = 0; gcomplete = 1;
+       observed = 1;                      /* take_adopted moved the outcome out */
+       destroys++; assert(destroys == 1); /* the emptied frame ends with its block */
+       freed++; assert(freed == 1);
+       gone = 1;
+       WITNESS_AT(W_GIVEN_BACK)
+     };
+     s = 0
+  :: else ->
+     /* finish_adopted: the emptied frame ends (nothing in it to destroy),
+        the block stays with the handle */
+     d_step { ACC; frame_destroyed = 1; destroys++; assert(destroys == 1) };
+     complete_cas(s, nx, ok, wa, rep, w)
+  fi
+}
+
 proctype joiner() {
   short s, prev, nx;
   bit ok, wa, rep;
   byte r, w;
   byte x = WA;
+  bit gone = 0;   /* the handle gave the block back (end_adopted) */
 
   /* maybe an earlier awaiter registered A and was dropped mid-await (the
      handle stays valid: awaited_ is set only by take_result) */
@@ -633,16 +680,34 @@ proctype joiner() {
            assert(s & NOTIFIED); assert(!(s & RUNNING));
            if
            :: (s & CANCELLED) -> cancel_running(s, nx, ok, wa, rep, w)
-           :: else -> run_poll(s, nx, ok, wa, rep, w, 1)
+           :: else ->
+              /* adoptable: exactly NOTIFIED | JOIN_INTEREST and the refs of
+                 the handle, the life and the queue, and not registered. Here
+                 every poll that does not finish the task leaves it on a leaf,
+                 where take_local refuses it; in the code a task that yielded
+                 is registered and may be taken nested, not adopted: either
+                 way may happen (its end is then try_complete_exclusive) */
+              if
+              :: adopt = (s == (NOTIFIED | JOIN_INTEREST | 3 * REF))
+              :: adopt = 0
+              fi;
+              run_poll(s, nx, ok, wa, rep, w, 1);
+              if
+              :: adopt == 2 -> end_adopted(s, nx, ok, wa, rep, w, gone)
+              :: else -> skip
+              fi;
+              adopt = 0
            fi;
+           if :: gone -> break :: else -> skip fi;
            LOAD(s)                                /* is_complete(target) */
         :: else -> break
         fi
      od;
 #endif
      if
-     :: (s & COMPLETE) -> take_result()
-     :: else ->
+     :: gone -> skip                              /* taken by end_adopted's joiner */
+     :: !gone && (s & COMPLETE) -> take_result()
+     :: !gone && !(s & COMPLETE) ->
         register_join_waker(x, r, s, ok);         /* poll_thunk */
         if
         :: r == 0 -> take_result()
@@ -685,7 +750,8 @@ proctype joiner() {
      one keeps the single fetch_sub */
   (!ABORTER || ABORTER_REF || abort_done);    /* abort() through the handle ended */
   if
-  :: observed ->
+  :: gone -> skip                             /* given back: the handle holds no block */
+  :: !gone && observed ->
      /* one reference left: ours, nobody else can reach the task; free
         without an RMW (the d_step checks that nothing changed meanwhile and
         settles the ghost word) */
@@ -706,7 +772,7 @@ proctype joiner() {
         :: else -> skip
         fi
      fi
-  :: else ->
+  :: !gone && !observed ->
      /* not complete (a detach right after spawn): flag and ref in one CAS,
         retried while the task stays incomplete; the life ref keeps t
         alive and the completer reports the exception */

@@ -11,7 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -60,6 +62,14 @@ aspen::task<long> fib(int n) {
     co_return b + co_await h;
 }
 
+// Whether the awaited handle's child ran adopted: its header says so, or
+// the handle gave the block back at the join (join_handle.hpp, "Given
+// back"), which only an adopted child's join does.
+template <class T>
+bool ran_adopted(const aspen::join_handle<T>& h) {
+    return h.valid() && (h.header() == nullptr || h.header()->adopted);
+}
+
 template <class T>
 T run(any_runtime& rt, aspen::task<T> t) {
     std::optional<T> out;
@@ -74,7 +84,7 @@ TEST_P(JoinAdoption, TheOutcomeComesFromTheChildsFrame) {
         int failures = 0;
         auto a = aspen::spawn(square(7));
         failures += co_await a != 49;
-        failures += !a.header()->adopted;
+        failures += !ran_adopted(a);
         failures += !a.is_finished();
         a.abort();  // finished: no effect
         try {
@@ -87,16 +97,16 @@ TEST_P(JoinAdoption, TheOutcomeComesFromTheChildsFrame) {
         failures += text != std::string(100, 'x');
         // A parameter with a destructor: not adopted (its frame goes when it
         // ends, before the join's await_resume: see final_awaiter).
-        failures += b.header()->adopted;
+        failures += ran_adopted(b);
         failures += destroyed.load() != 1;  // the parameter's copy, when the frame went
         auto c = aspen::spawn(boxed(5));
         auto p = co_await c;
         failures += !p || *p != 5;
-        failures += !c.header()->adopted;
+        failures += !ran_adopted(c);
         auto w = aspen::spawn(wordy(50));
         throwing_move moved = co_await w;
         failures += moved.text != std::string(50, 'y');
-        failures += !w.header()->adopted;
+        failures += !ran_adopted(w);
         auto d = aspen::spawn(throws_after(1));
         try {
             (void)co_await d;
@@ -104,7 +114,7 @@ TEST_P(JoinAdoption, TheOutcomeComesFromTheChildsFrame) {
         } catch (const std::runtime_error& e) {
             failures += std::string(e.what()) != "thrown by an adopted child";
         }
-        failures += !d.header()->adopted;
+        failures += !ran_adopted(d);
         co_return failures;
     };
     EXPECT_EQ(run(rt, body()), 0);
@@ -138,7 +148,7 @@ aspen::task<long> fan(int depth, long offset, std::atomic<int>& adopted, std::at
     long sum = 0;
     for (auto& child : children) {
         sum += co_await child;
-        if (child.header()->adopted) adopted.fetch_add(1, std::memory_order_relaxed);
+        if (ran_adopted(child)) adopted.fetch_add(1, std::memory_order_relaxed);
         joins.fetch_add(1, std::memory_order_relaxed);
     }
     co_return sum;
@@ -168,7 +178,7 @@ aspen::task<long> wide_fan(int width, std::atomic<int>& adopted) {
     long sum = 0;
     for (auto& child : children) {
         sum += co_await child;
-        if (child.header()->adopted) adopted.fetch_add(1, std::memory_order_relaxed);
+        if (ran_adopted(child)) adopted.fetch_add(1, std::memory_order_relaxed);
     }
     co_return sum;
 }
@@ -243,10 +253,10 @@ TEST_P(JoinAdoption, AChildThatSuspendsFinishesAsAnOrdinaryTask) {
         int failures = 0;
         auto a = aspen::spawn(yields());
         failures += co_await a != 3;
-        failures += a.header()->adopted;
+        failures += ran_adopted(a);
         auto b = aspen::spawn(waits());
         failures += co_await b != 4;
-        failures += b.header()->adopted;
+        failures += ran_adopted(b);
         co_return failures;
     };
     EXPECT_EQ(run(rt, body()), 0);
@@ -271,7 +281,7 @@ TEST_P(JoinAdoption, AWakerCloneThatOutlivesTheChildKeepsItsBlock) {
         int failures = 0;
         auto h = aspen::spawn(keeps_waker());
         failures += co_await h != 5;
-        failures += !h.header()->adopted;
+        failures += !ran_adopted(h);
         failures += !h.is_finished();
         kept->wake();  // the task is complete: a no-op
         co_return failures;
@@ -309,6 +319,117 @@ TEST_P(JoinAdoption, AbortReachesAChildItsJoinerRunsNested) {
     };
     EXPECT_EQ(run(rt, body()), -1);
     EXPECT_EQ(destroyed.load(), 1);
+    EXPECT_EQ(rt->metrics().tasks_alive, 0u);
+}
+
+// An adopted child that nothing else can reach gives its block back at the
+// join (join_handle.hpp, "Given back"): the handle keeps only the id, and
+// everything a handle offers after an await still works. Where nobody can
+// steal the child (one thread) every such join gives the block back; a
+// child whose abort_handle was taken first keeps its block (the
+// abort_handle holds a reference), and both kinds of handle still answer.
+// ASan checks that nothing touches a given-back block.
+TEST_P(JoinAdoption, AGivenBackHandleKeepsTheIdAndAnswersAsFinished) {
+    any_runtime rt(GetParam());
+    const bool one_thread = GetParam() <= 1;
+    auto reports_id = [](std::atomic<std::uint64_t>& seen) -> aspen::task<int> {
+        seen.store(aspen::current_task_id().value(), std::memory_order_relaxed);
+        co_return 6;
+    };
+    auto body = [&]() -> aspen::task<int> {
+        int failures = 0;
+        // Nobody asked for an id before the join: one is given at the join.
+        auto a = aspen::spawn(square(4));
+        failures += co_await a != 16;
+        failures += one_thread && a.header() != nullptr;
+        failures += !ran_adopted(a);
+        failures += !a.is_finished();
+        a.abort();  // finished: nothing to do
+        const aspen::task_id a_id = a.id();
+        failures += a_id.value() == 0 || a.id() != a_id;
+        aspen::abort_handle ah = a.abort_handle();
+        aspen::abort_handle ah_copy = ah;
+        failures += !ah.valid() || !ah.is_finished() || ah.id() != a_id || !(ah == ah_copy);
+        failures += !(ah == a.abort_handle());
+        ah.abort();  // finished: nothing to do
+        try {
+            (void)co_await a;
+            ++failures;
+        } catch (const std::logic_error&) {
+        }
+        // The child asked for its id while it ran: the handle keeps that one.
+        std::atomic<std::uint64_t> seen{0};
+        auto b = aspen::spawn(reports_id(seen));
+        failures += co_await b != 6;
+        failures += one_thread && b.header() != nullptr;
+        failures += b.id().value() != seen.load(std::memory_order_relaxed);
+        failures += b.id() == a_id;
+        failures += b.abort_handle() == ah;
+        // An abort_handle taken before the join holds a reference: the
+        // child keeps its block until both handles are gone (it is not
+        // adopted either: adoption wants the handle's reference alone).
+        auto c = aspen::spawn(square(5));
+        aspen::abort_handle before = c.abort_handle();
+        failures += co_await c != 25;
+        failures += c.header() == nullptr;
+        failures += !before.is_finished() || before.id() != c.id() || !(before == c.abort_handle());
+        // Moving and dropping a given-back handle touches no block.
+        aspen::join_handle<int> moved = std::move(a);
+        failures += a.valid() || !moved.valid() || moved.id() != a_id;
+        moved.detach();
+        failures += moved.valid();
+        co_return failures;
+    };
+    EXPECT_EQ(run(rt, body()), 0);
+    EXPECT_EQ(rt->metrics().tasks_alive, 0u);
+}
+
+// Ids handed to given-back handles come from per-thread batches: distinct
+// across workers and from the ids tasks ask for themselves.
+TEST_P(JoinAdoption, GivenBackIdsAreDistinct) {
+    any_runtime rt(GetParam());
+    auto body = []() -> aspen::task<std::vector<std::uint64_t>> {
+        std::vector<std::uint64_t> ids;
+        for (int round = 0; round < 50; ++round) {
+            std::vector<aspen::join_handle<int>> children;
+            for (int i = 0; i < 40; ++i) children.push_back(aspen::spawn(square(i)));
+            for (auto& child : children) (void)co_await child;
+            for (auto& child : children) ids.push_back(child.id().value());
+            ids.push_back(aspen::current_task_id().value());
+        }
+        co_return ids;
+    };
+    auto fanned = [&]() -> aspen::task<std::vector<std::uint64_t>> {
+        std::vector<aspen::join_handle<std::vector<std::uint64_t>>> parts;
+        for (int i = 0; i < 4; ++i) parts.push_back(aspen::spawn(body()));
+        std::vector<std::uint64_t> all;
+        for (auto& p : parts) {
+            auto ids = co_await p;
+            all.insert(all.end(), ids.begin(), ids.end());
+            all.push_back(p.id().value());
+        }
+        co_return all;
+    };
+    std::vector<std::uint64_t> ids = run(rt, fanned());
+    // 4 parts x 50 rounds x (40 children + the part's own id, asked each round)
+    // + the 4 parts' ids through their handles. A part asks for its own id
+    // 50 times: one distinct value each, plus its handle's (the same one).
+    ASSERT_EQ(ids.size(), 4u * 50 * 41 + 4);
+    std::vector<std::uint64_t> children_ids;
+    std::vector<std::uint64_t> own_ids;
+    std::size_t k = 0;
+    for (int part = 0; part < 4; ++part) {
+        for (int round = 0; round < 50; ++round) {
+            for (int i = 0; i < 40; ++i) children_ids.push_back(ids[k++]);
+            own_ids.push_back(ids[k++]);
+        }
+        const std::uint64_t via_handle = ids[k++];
+        for (int round = 0; round < 50; ++round) EXPECT_EQ(own_ids[own_ids.size() - 1 - round], via_handle);
+        children_ids.push_back(via_handle);
+    }
+    std::sort(children_ids.begin(), children_ids.end());
+    EXPECT_EQ(std::adjacent_find(children_ids.begin(), children_ids.end()), children_ids.end());
+    EXPECT_NE(children_ids.front(), 0u);
     EXPECT_EQ(rt->metrics().tasks_alive, 0u);
 }
 

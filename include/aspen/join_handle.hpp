@@ -1,6 +1,11 @@
 // join_handle<T>: what spawn returns. Await it for the value (or the task's
 // exception), abort() to cancel, detach() or destroy it to let the task run
 // on unobserved.
+//
+// A join_handle belongs to one owner at a time, as any standard object:
+// calls on one handle from two threads at once race, also abort() against
+// the owner's co_await. To cancel from elsewhere, hand out an abort_handle
+// (aspen/abort_handle.hpp), which may be copied to any thread.
 #pragma once
 
 #include <aspen/abort_handle.hpp>
@@ -40,33 +45,37 @@ public:
     // or right away if it is waiting. Awaiting the handle then throws
     // task_cancelled. No effect once the task has finished.
     void abort() noexcept {
-        if (bits_) detail::abort_task(task());
+        if (holds_block()) detail::abort_task(task());
     }
-    bool is_finished() const noexcept { return bits_ && detail::is_complete(task()); }
+    bool is_finished() const noexcept { return bits_ && (!holds_block() || detail::is_complete(task())); }
     // A handle that can abort this task from anywhere, also after this
     // join_handle was awaited or dropped (see aspen/abort_handle.hpp).
     // Throws std::logic_error on an empty handle, as awaiting one does.
     aspen::abort_handle abort_handle() const {
         if (!bits_) throw std::logic_error("aspen::join_handle::abort_handle: the handle is empty (moved-from or detached)");
+        if (!holds_block()) return aspen::abort_handle::of_finished(given_back_id());
         return aspen::abort_handle(task());
     }
     // The task's id (aspen/task_id.hpp), also once it finished or the
     // handle was awaited. Throws std::logic_error on an empty handle.
     task_id id() const {
         if (!bits_) throw std::logic_error("aspen::join_handle::id: the handle is empty (moved-from or detached)");
+        if (!holds_block()) return task_id_access::from_value(given_back_id());
         return task_id_access::of(task());
     }
     // Lets the task run on; its exception, if any, goes to the runtime's
     // unhandled_exception_handler.
     void detach() noexcept {
-        if (bits_) {
-            detail::task_header* t = task();
-            bool observed = awaited();
+        if (!holds_block()) {
             bits_ = 0;
-            if (!observed && t->adopted) [[unlikely]]
-                end_untaken_adoption(t);
-            detail::drop_join_handle(t, observed);
+            return;
         }
+        detail::task_header* t = task();
+        bool observed = awaited();
+        bits_ = 0;
+        if (!observed && t->adopted) [[unlikely]]
+            end_untaken_adoption(t);
+        detail::drop_join_handle(t, observed);
     }
     bool valid() const noexcept { return bits_ != 0; }
 
@@ -114,7 +123,9 @@ public:
         // The frame is gone; the value waits in the result slot.
         if constexpr (!std::is_void_v<T>) return std::move(*static_cast<T*>(t->result_slot()));
     }
-    detail::task_header* header() const noexcept { return task(); }
+    // The task's header while the handle holds it (not given back; block_on,
+    // when_any and timeout use it before any await), else null.
+    detail::task_header* header() const noexcept { return holds_block() ? task() : nullptr; }
 
 private:
     // The child ran adopted by our awaiter and its final suspend resumed us:
@@ -165,10 +176,11 @@ private:
     }
     // The outcome is out and the promise empty. A child still adopted at
     // its end had nothing else in its frame (final_awaiter, task.hpp, adopts
-    // only such a frame), so nothing is left to destroy.
+    // only such a frame), so nothing is left to destroy. The block is given
+    // back at once when nothing else can reach it (see "Given back").
     void finish_adopted() noexcept {
-        bits_ |= awaited_bit;
-        detail::finish_adopted(task(), true);
+        detail::adopted_end e = detail::end_adopted(task());
+        bits_ = e.block_freed ? given_back_bits(e.id) : bits_ | awaited_bit;
     }
 
     void check_awaitable() const {
@@ -176,12 +188,33 @@ private:
         if (awaited()) throw std::logic_error("aspen::join_handle: the handle was already awaited");
     }
 
-    // The task and whether its outcome was taken, in one word (task headers
-    // are 16-byte aligned, so bit 0 is free): a handle is one pointer, so an
-    // array of them is half the size, and building or destroying one is a
-    // single store or test.
+    // One word: a handle is one pointer, so an array of them is half the
+    // size, and building or destroying one is a single store or test.
+    //   0                        empty (moved-from, detached)
+    //   header | awaited_bit?    the task's block, and whether its outcome
+    //                            was taken (task headers are 16-byte
+    //                            aligned, so the low bits are free)
+    //   id << id_shift | given_back_bit | awaited_bit
+    //                            Given back: the task ran adopted by this
+    //                            handle's await (task_header.hpp), and when
+    //                            its outcome was taken nothing else could
+    //                            reach its block (no waker clone, no
+    //                            abort_handle, not in the registry), so
+    //                            end_adopted freed it then, not this
+    //                            handle's drop, and handed over the task's
+    //                            id. The task has finished: abort() has
+    //                            nothing to do and is_finished() is true,
+    //                            as before. In fork-join code nearly every
+    //                            join ends here.
     static constexpr std::uintptr_t awaited_bit = 1;
-    static_assert(alignof(detail::task_header) > awaited_bit, "the awaited bit needs a free low bit");
+    static constexpr std::uintptr_t given_back_bit = 2;
+    static constexpr unsigned id_shift = 2;
+    static_assert(alignof(detail::task_header) > (awaited_bit | given_back_bit), "the flags need free low bits");
+    static std::uintptr_t given_back_bits(std::uint64_t id) noexcept {
+        return (static_cast<std::uintptr_t>(id) << id_shift) | given_back_bit | awaited_bit;
+    }
+    std::uint64_t given_back_id() const noexcept { return bits_ >> id_shift; }
+    bool holds_block() const noexcept { return bits_ != 0 && !(bits_ & given_back_bit); }
     detail::task_header* task() const noexcept { return reinterpret_cast<detail::task_header*>(bits_ & ~awaited_bit); }
     bool awaited() const noexcept { return bits_ & awaited_bit; }
 

@@ -51,6 +51,7 @@ struct task_header;
 // How the handles build a task_id (not for users).
 struct task_id_access {
     static task_id of(detail::task_header* t) noexcept;
+    static constexpr task_id from_value(std::uint64_t v) noexcept { return task_id(v); }
 };
 
 }  // namespace aspen

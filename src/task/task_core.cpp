@@ -384,6 +384,11 @@ bool report_if_destroying(std::exception_ptr e) noexcept {
     std::coroutine_handle<>::from_address(t->frame()).destroy();
 }
 
+[[gnu::cold]] void refuse_release(bool empty) {
+    if (empty) throw std::logic_error("aspen::spawn: the task is empty (moved-from or already spawned)");
+    throw std::logic_error("aspen::spawn: the task has already run");
+}
+
 [[gnu::cold]] void refuse_spawn(task_header* t) {
     discard_unspawned(t);
     throw runtime_shut_down();
@@ -725,6 +730,53 @@ namespace {
     t->frame_destroyed = true;
     t->sched->count_completion();
     if (!try_complete_exclusive(t)) publish_shared_completion(t);
+}
+
+namespace {
+// A thread's batch of task ids for end_adopted: one RMW on the shared
+// counter per 1,024 tasks, not one per task (that cache line would move
+// between the workers at every join).
+struct id_range {
+    std::uint64_t next = 0, end = 0;
+};
+thread_local constinit id_range local_ids;
+
+// t's id for the handle that takes its block's place. An id given out
+// earlier stays; else nobody saw one, and any unused id does.
+std::uint64_t given_back_task_id(task_header* t) noexcept {
+    // relaxed: as task_id_of. An earlier id came from this thread (the
+    // task's current_task_id, run nested here) or its handle, which is ours.
+    if (std::uint64_t id = t->id.load(std::memory_order_relaxed)) return id;
+    if (local_ids.next == local_ids.end) [[unlikely]] {
+        constexpr std::uint64_t batch = 1024;
+        local_ids.next = take_task_ids(batch);
+        local_ids.end = local_ids.next + batch;
+    }
+    return local_ids.next++;
+}
+}  // namespace
+
+[[gnu::hot]] adopted_end end_adopted(task_header* t) noexcept {
+    t->sched->count_completion();
+    // acquire: a waker clone dropped on another thread just before (4 refs
+    // -> 3) touched the block first. With exactly the handle's, the life's
+    // and the poll's refs, no JOIN_WAKER and not COMPLETE, only that
+    // handle can reach t, and the handle is ours (a join_handle is not for
+    // concurrent use: an abort() through it came before this await's end).
+    // A CANCELLED from such an abort, or a REWOKEN from a wake during the
+    // run, came too late to matter: the task ran to its end. Not
+    // registered: adoption requires that, and a nested run never
+    // registers. So the word needs no store: nobody reads it again.
+    std::uint64_t s = t->state.load(std::memory_order_acquire);
+    if (refs(s) == 3 && !(s & (state::join_waker | state::complete)) && (s & state::join_interest)) [[likely]] {
+        assert(!t->registered);
+        std::uint64_t id = given_back_task_id(t);
+        free_bare_task_memory(t);
+        return {true, id};
+    }
+    t->frame_destroyed = true;
+    publish_shared_completion(t);
+    return {false, 0};
 }
 
 [[gnu::hot]] std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,

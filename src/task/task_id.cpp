@@ -29,6 +29,11 @@ std::uint64_t task_id_of(task_header* t) noexcept {
     return id;
 }
 
+std::uint64_t take_task_ids(std::uint64_t n) noexcept {
+    // relaxed: as task_id_of.
+    return next_id.fetch_add(n, std::memory_order_relaxed);
+}
+
 }  // namespace aspen::detail
 
 namespace aspen {

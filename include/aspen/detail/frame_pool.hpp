@@ -152,4 +152,13 @@ inline void free_task_memory(task_header* t) noexcept {
     pool::free_block_of(t, bytes);
 }
 
+// free_task_memory for a block whose header holds nothing to destroy: no
+// result in the slot, no exception, no join waker (end_adopted's, whose
+// joiner took the outcome from the frame). Its members' destructors would
+// do nothing, so the header's lifetime may simply end with the free.
+inline void free_bare_task_memory(task_header* t) noexcept {
+    assert(!t->result_dtor && !t->error && !t->join_waker);
+    pool::free_block_of(t, t->alloc_size);
+}
+
 }  // namespace aspen::detail

@@ -74,10 +74,11 @@
 //   not registered                                                         shutdown snapshot (a detached task)
 //   RUNNING or NOTIFIED,  root coroutine ends   (freed, no RMW)            the same: nobody is left to read
 //   2 refs, no other flag                                                  COMPLETE (try_complete_alone)
-//   adopted (nested, the  root coroutine ends   as an inlined child's end  the frame's final suspend resumes
-//   joiner's target, word                       (plain store if refs == 3) the joiner, which moves the outcome
-//   NOTIFIED|JOIN_INTEREST                                                 out of the frame, destroys the frame,
-//   |3 refs when taken)                                                    then completes it
+//   adopted (nested, the  root coroutine ends   (freed, no store) if       the frame's final suspend resumes
+//   joiner's target, word                       refs == 3 and no           the joiner, which moves the outcome
+//   NOTIFIED|JOIN_INTEREST                      JOIN_WAKER; else COMPLETE  out of the frame, then end_adopted
+//   |3 refs when taken)                         by the CAS path            frees the block (the handle keeps
+//                                                                          only the id) or completes it
 //
 // Adopted: a joiner that takes its own target out of this worker's queue
 // (a nested run, as above) marks it `adopted`, and the target's final
@@ -94,9 +95,16 @@
 // expression, before the await_resume that takes the outcome.
 // If the adopted run suspends, the task stops being adopted
 // (unwind_inlined clears the flag) and finishes as any nested run does.
-// The block stays with the handle either way, so an abort() through it that
-// races with the end touches live memory. The word takes the same steps as in any nested run
-// (the spin model's task-inline-* scenarios).
+// At the adopted end (end_adopted), once the joiner took the outcome: if
+// the word still shows only the handle's, the life's and the poll's refs
+// and no JOIN_WAKER, nothing but the joiner's handle can reach the task, so
+// the block is freed right there, the word never written again, and the
+// handle keeps only the id ("Given back" in join_handle.hpp): no COMPLETE
+// store, and no second visit at the handle's drop. A join_handle is not for
+// concurrent use, so an abort() through it came before that await's end;
+// an abort from elsewhere goes through an abort_handle, whose reference
+// keeps the block. Otherwise the task completes through the CAS path and
+// the handle keeps the block (the spin model's task-inline-* scenarios).
 //
 // Invariants: RUNNING is held by at most one thread (the CAS that sets it
 // fails for everyone else), and a NOTIFIED task is in at most one queue or
@@ -275,6 +283,18 @@ std::coroutine_handle<> resume_adopter(task_header* child) noexcept;
 // child completes, its frame destroyed unless `nothing_to_destroy`
 // (promise_base). The handle keeps the block.
 void finish_adopted(task_header* child, bool nothing_to_destroy) noexcept;
+// finish_adopted for the joiner that took the outcome (nothing left in the
+// frame). When nothing but that joiner's handle can reach the child (the
+// refs of the handle, the life and the poll, no JOIN_WAKER: as
+// try_complete_exclusive), it does not complete the word at all but frees
+// the block at once (block_freed) and hands the handle the child's id
+// (one given now if it has none); see "Given back" in join_handle.hpp. Otherwise it is
+// finish_adopted(child, true) and the handle keeps the block.
+struct adopted_end {
+    bool block_freed;
+    std::uint64_t id;
+};
+adopted_end end_adopted(task_header* child) noexcept;
 
 void ref_inc(task_header* t) noexcept;
 void ref_dec(task_header* t) noexcept;
@@ -288,6 +308,8 @@ inline bool is_cancelled_outcome(const task_header* t) noexcept { return t->canc
 void abort_task(task_header* t) noexcept;
 // t's id (aspen/task_id.hpp), given out now if it has none yet; never 0.
 std::uint64_t task_id_of(task_header* t) noexcept;
+// n fresh ids, the first returned (for a thread's batch, see end_adopted).
+std::uint64_t take_task_ids(std::uint64_t n) noexcept;
 // Called by a frame's unhandled_exception: true (and the exception went to
 // the runtime's unhandled_exception_handler) when this thread is destroying
 // a cancelled task's frame, i.e. a destructor threw during abort/shutdown.
