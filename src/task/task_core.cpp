@@ -757,7 +757,12 @@ std::uint64_t given_back_task_id(task_header* t) noexcept {
 }  // namespace
 
 [[gnu::hot]] adopted_end end_adopted(task_header* t) noexcept {
-    t->sched->count_completion();
+    // count_completion without its test: the child ran nested in its
+    // joiner's poll on this thread, which serves the child's scheduler (a
+    // child spawned elsewhere is never in this thread's own places, so
+    // never adopted).
+    assert(tls_context.sched == t->sched && tls_context.completions);
+    tls_context.completions->add();
     // acquire: a waker clone dropped on another thread just before (4 refs
     // -> 3) touched the block first. With exactly the handle's, the life's
     // and the poll's refs, no JOIN_WAKER and not COMPLETE, only that
