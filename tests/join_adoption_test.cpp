@@ -13,8 +13,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -411,9 +411,9 @@ TEST_P(JoinAdoption, GivenBackIdsAreDistinct) {
         co_return all;
     };
     std::vector<std::uint64_t> ids = run(rt, fanned());
-    // 4 parts x 50 rounds x (40 children + the part's own id, asked each round)
-    // + the 4 parts' ids through their handles. A part asks for its own id
-    // 50 times: one distinct value each, plus its handle's (the same one).
+    // 4 parts x 50 rounds x (40 children + the part's own id, asked each
+    // round) + the 4 parts' ids through their handles. A part's own id is
+    // the same every round, and its handle's id() repeats it.
     ASSERT_EQ(ids.size(), 4u * 50 * 41 + 4);
     std::vector<std::uint64_t> children_ids;
     std::vector<std::uint64_t> own_ids;

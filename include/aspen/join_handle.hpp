@@ -208,6 +208,7 @@ private:
     //                            join ends here.
     static constexpr std::uintptr_t awaited_bit = 1;
     static constexpr std::uintptr_t given_back_bit = 2;
+    // Ids count tasks from 1 and stay far below 2^62, so two bits free.
     static constexpr unsigned id_shift = 2;
     static_assert(alignof(detail::task_header) > (awaited_bit | given_back_bit), "the flags need free low bits");
     static std::uintptr_t given_back_bits(std::uint64_t id) noexcept {
