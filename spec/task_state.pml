@@ -628,11 +628,7 @@ inline end_adopted(s, nx, ok, wa, rep, w, gone) {
 #endif
   LOAD(s);
   if
-#ifdef BROKEN_GIVE_BACK_ANY
-  :: !(s & COMPLETE) ->     /* broken: give back whoever else holds a ref */
-#else
   :: refs(s) == 3 && !(s & (JOIN_WAKER | COMPLETE)) && (s & JOIN_INTEREST) ->
-#endif
      d_step {
        ACC; assert(st == s); assert(OWNS(st));
        st = COMPLETE; polling--; inl = 0; gcomplete = 1;

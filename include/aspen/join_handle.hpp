@@ -179,8 +179,8 @@ private:
     // only such a frame), so nothing is left to destroy. The block is given
     // back at once when nothing else can reach it (see "Given back").
     void finish_adopted() noexcept {
-        detail::adopted_end e = detail::end_adopted(task());
-        bits_ = e.block_freed ? given_back_bits(e.id) : bits_ | awaited_bit;
+        std::uint64_t id = detail::end_adopted(task());
+        bits_ = id ? given_back_bits(id) : bits_ | awaited_bit;
     }
 
     void check_awaitable() const {

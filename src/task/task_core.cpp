@@ -124,6 +124,13 @@ std::uint64_t completed_word(std::uint64_t s, std::uint64_t dropped) noexcept {
            dropped * state::ref_one;
 }
 
+// The word of a task run nested by the joiner that awaits its handle shows
+// nobody else: the refs of that handle, the life and the poll (no waker
+// clone, abort_handle or shutdown snapshot), no JOIN_WAKER, not COMPLETE.
+bool only_the_joiner_holds(std::uint64_t s) noexcept {
+    return refs(s) == 3 && !(s & (state::join_waker | state::complete)) && (s & state::join_interest);
+}
+
 // The fast end of an inlined join (see on_root_final): t ran nested in the
 // poll of the joiner that awaits its handle, so that handle cannot go away
 // or register a waker meanwhile. If the refcount shows nothing but the
@@ -134,7 +141,7 @@ std::uint64_t completed_word(std::uint64_t s, std::uint64_t dropped) noexcept {
 [[gnu::hot]] bool try_complete_exclusive(task_header* t) noexcept {
     // acquire: as complete()'s load.
     std::uint64_t s = t->state.load(std::memory_order_acquire);
-    if (refs(s) != 3 || (s & (state::join_waker | state::complete)) || !(s & state::join_interest)) return false;
+    if (!only_the_joiner_holds(s)) return false;
     std::uint64_t next = completed_word(s, 2) & ~state::cancelled;
     // release: publishes the result and frame_destroyed to the handle's
     // acquire (is_complete / drop_join_handle), as complete()'s CAS does.
@@ -756,7 +763,7 @@ std::uint64_t given_back_task_id(task_header* t) noexcept {
 }
 }  // namespace
 
-[[gnu::hot]] adopted_end end_adopted(task_header* t) noexcept {
+[[gnu::hot]] std::uint64_t end_adopted(task_header* t) noexcept {
     // count_completion without its test: the child ran nested in its
     // joiner's poll on this thread, which serves the child's scheduler (a
     // child spawned elsewhere is never in this thread's own places, so
@@ -773,15 +780,15 @@ std::uint64_t given_back_task_id(task_header* t) noexcept {
     // registered: adoption requires that, and a nested run never
     // registers. So the word needs no store: nobody reads it again.
     std::uint64_t s = t->state.load(std::memory_order_acquire);
-    if (refs(s) == 3 && !(s & (state::join_waker | state::complete)) && (s & state::join_interest)) [[likely]] {
+    if (only_the_joiner_holds(s)) [[likely]] {
         assert(!t->registered);
         std::uint64_t id = given_back_task_id(t);
         free_bare_task_memory(t);
-        return {true, id};
+        return id;
     }
     t->frame_destroyed = true;
     publish_shared_completion(t);
-    return {false, 0};
+    return 0;
 }
 
 [[gnu::hot]] std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,

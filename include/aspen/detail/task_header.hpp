@@ -287,14 +287,11 @@ void finish_adopted(task_header* child, bool nothing_to_destroy) noexcept;
 // frame). When nothing but that joiner's handle can reach the child (the
 // refs of the handle, the life and the poll, no JOIN_WAKER: as
 // try_complete_exclusive), it does not complete the word at all but frees
-// the block at once (block_freed) and hands the handle the child's id
-// (one given now if it has none); see "Given back" in join_handle.hpp. Otherwise it is
-// finish_adopted(child, true) and the handle keeps the block.
-struct adopted_end {
-    bool block_freed;
-    std::uint64_t id;
-};
-adopted_end end_adopted(task_header* child) noexcept;
+// the block at once and returns the child's id for the handle (one given
+// now if it has none; ids are never 0); see "Given back" in
+// join_handle.hpp. Otherwise it is finish_adopted(child, true), the handle
+// keeps the block, and it returns 0.
+std::uint64_t end_adopted(task_header* child) noexcept;
 
 void ref_inc(task_header* t) noexcept;
 void ref_dec(task_header* t) noexcept;
