@@ -44,18 +44,22 @@ struct pool_cleanup {
         for (auto*& head : tls_lists.heads) {
             while (head) ::operator delete(std::exchange(head, head->next));
         }
-        // The thread is exiting: every later free bypasses the pool (the
-        // cap check fails) and every allocation misses it (empty lists).
-        for (auto& count : tls_lists.counts) count = max_cached_per_class;
+        // The thread is exiting: every later free bypasses the pool (no
+        // room, and armed: free_slow) and every allocation misses it
+        // (empty lists, and no room for a depot's list).
+        for (auto& room : tls_lists.room) room = 0;
     }
 };
 
 // The thread's first block: whatever the pool holds must be freed at
 // thread exit. The cleanup object is created by the thread's first push.
+// Arming gives every class its room: until then the lists are empty and
+// room is 0, which sends every free here.
 void arm_cleanup() {
     thread_local pool_cleanup cleanup;
     (void)cleanup;
     tls_lists.cleanup_armed = true;
+    for (auto& room : tls_lists.room) room = max_cached_per_class;
 }
 
 // What the system allocator is asked for: a pooled size rounds up to its
@@ -101,23 +105,24 @@ bool give_to_depot(std::size_t c) noexcept {
     if (n == depot_lists_of(c)) return false;
     d.lists[n] = std::exchange(tls_lists.heads[c], nullptr);
     d.count.store(n + 1, std::memory_order_relaxed);
-    tls_lists.counts[c] = 0;
+    tls_lists.room[c] = max_cached_per_class;
     return true;
 }
+
+// The depot holds a list of class c. relaxed: a hint, as in give_to_depot.
+bool depot_has_lists(std::size_t c) noexcept { return depot[c].count.load(std::memory_order_relaxed) != 0; }
 
 // Gives the thread's empty list of class c a full list from the depot;
 // false if it has none.
 bool take_from_depot(std::size_t c) noexcept {
     depot_class& d = depot[c];
-    // relaxed: a hint, as in give_to_depot.
-    if (d.count.load(std::memory_order_relaxed) == 0) return false;
     std::lock_guard lock(d.mu);
     // relaxed (both): under mu, as in give_to_depot.
     std::uint32_t n = d.count.load(std::memory_order_relaxed);
     if (n == 0) return false;
     tls_lists.heads[c] = d.lists[n - 1];
     d.count.store(n - 1, std::memory_order_relaxed);
-    tls_lists.counts[c] = max_cached_per_class;
+    tls_lists.room[c] = 0;
     return true;
 }
 
@@ -125,11 +130,14 @@ bool take_from_depot(std::size_t c) noexcept {
 
 void* allocate_from_system(std::size_t total, std::size_t result_offset) {
     std::size_t c = class_of(total);
-    // counts < cap: not a thread past its exit cleanup (whose lists must
-    // stay empty); an armed thread frees what it takes at exit.
-    if (enabled && c < num_classes && tls_lists.counts[c] < max_cached_per_class && take_from_depot(c)) {
+    // Not a thread past its exit cleanup (armed, and no room in an empty
+    // list), whose lists must stay empty; an armed thread frees what it
+    // takes at exit. Armed first: arming gives the class its room, which
+    // the full list from the depot then takes.
+    bool past_exit = tls_lists.cleanup_armed && tls_lists.room[c] == 0;
+    if (enabled && c < num_classes && !past_exit && depot_has_lists(c)) {
         if (!tls_lists.cleanup_armed) arm_cleanup();
-        return start_block(pop(c), total, result_offset);
+        if (take_from_depot(c)) return start_block(pop(c), total, result_offset);
     }
     void* block = ::operator new(system_size(total));
     return start_block(block, total, result_offset);
@@ -141,10 +149,13 @@ void* allocate_from_system(std::size_t total, std::size_t result_offset) {
 void free_slow(void* block, std::size_t bytes) noexcept {
     std::size_t c = class_of(bytes);
     if (!enabled || c >= num_classes) return ::operator delete(block, system_size(bytes));
-    // A full list (not a thread past its exit cleanup: its lists are empty).
-    if (tls_lists.counts[c] >= max_cached_per_class && (tls_lists.heads[c] == nullptr || !give_to_depot(c)))
-        return ::operator delete(block, system_size(bytes));
+    // Not armed yet: the thread's first push arms it (and gives the class
+    // its room).
     if (!tls_lists.cleanup_armed) arm_cleanup();
+    // No room: a full list, which goes to the depot if it has room, or a
+    // thread past its exit cleanup (its lists are empty).
+    if (tls_lists.room[c] == 0 && (tls_lists.heads[c] == nullptr || !give_to_depot(c)))
+        return ::operator delete(block, system_size(bytes));
     push(block, c);
 }
 
