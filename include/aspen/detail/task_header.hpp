@@ -154,9 +154,15 @@ inline constexpr std::uint64_t flag_mask = ref_one - 1;
 // A leaf awaitable's poll: true when ready (the coroutine may be resumed).
 using leaf_poll_fn = bool (*)(void* leaf, aspen::context& cx);
 
+// Built by build_spawned_header (scheduler.hpp) when the task is spawned.
+// Four links have no initialiser: each is written before anyone reads it
+// (queue_next when the task is linked into an injector list, join_target
+// by the task's own await before a child's end compares against it,
+// reg_prev and reg_next when the task enters the registry, and read only
+// while it is in it), so the spawn skips their stores.
 struct alignas(16) task_header {
     std::atomic<std::uint64_t> state{0};
-    task_header* queue_next = nullptr;  // injector / drain lists
+    task_header* queue_next;  // injector / drain lists
     // Innermost coroutine of the task's await chain that is suspended on a
     // leaf, and that leaf: a wake re-polls the leaf and resumes the
     // coroutine only once the leaf is ready, so spurious wakes are harmless.
@@ -166,9 +172,9 @@ struct alignas(16) task_header {
     scheduler* sched = nullptr;
     aspen::waker join_waker;            // see JOIN_WAKER above
     task_header* inline_parent = nullptr;  // joiner running this task nested in its poll
-    task_header* join_target = nullptr;    // the task this one is joining
-    task_header* reg_prev = nullptr;    // registry of live tasks (shutdown)
-    task_header* reg_next = nullptr;
+    task_header* join_target;    // the task this one is joining
+    task_header* reg_prev;       // registry of live tasks (shutdown)
+    task_header* reg_next;
     std::exception_ptr error;           // a root's exception (copied at completion)
     void (*result_dtor)(void*) = nullptr;  // set while a result with a destructor lives in the slot
     std::uint32_t alloc_size = 0;       // bytes of header + frame + result slot
