@@ -5,7 +5,8 @@
  * Mirrors (read these side by side):
  *   src/scheduler/idle.hpp          idle_state::worker_to_notify, should_wake,
  *                                   try_become_searching, stop_searching,
- *                                   to_parked (state_ = unparked<<32|searching,
+ *                                   to_parked (state_ = parked<<32|searching,
+ *                                   modelled as unparked = NW - parked,
  *                                   sleepers_ under mutex_)
  *   src/scheduler/multi_thread.cpp  multi_thread_scheduler::run, next_task,
  *                                   pop_injector_batch, search, found_work,
@@ -103,7 +104,7 @@
 #define W_CHAIN       4   /* found_work: the last searcher found work */
 #define W_RECHECK     5   /* park: the last searcher's notify_if_work_pending */
 
-/* idle_state::state_ = pack(unparked, searching) */
+/* idle_state::state_ = pack(parked, searching), parked = NW - unparked */
 byte unparked = NW;
 byte searching = 0;
 /* idle_state::mutex_ and sleepers_ */
@@ -284,7 +285,7 @@ inline run_task(me, w, res) {
 /* multi_thread_scheduler::park */
 inline park(me, srch, w, res) {
   /* idle_state::to_parked under mutex_ */
-  /* lock; state_.fetch_sub(pack(1, was_searching)); sleepers_.push_back;
+  /* lock; state_.fetch_add(pack(1, 0) - pack(0, was_searching)); sleepers_.push_back;
      unlock - the whole locked section is one step */
   atomic {
     mtx == 0 ->
@@ -338,7 +339,7 @@ inline park(me, srch, w, res) {
        :: w >= nsleep -> break
        od;
        if
-       :: res ->   /* sleepers_.erase(it); state_.fetch_add(pack(1, 1)) */
+       :: res ->   /* sleepers_.erase(it); state_.fetch_add(one_unparked_searcher) */
           do
           :: w + 1 < nsleep -> sleepers[w] = sleepers[w + 1]; w++
           :: else -> break

@@ -14,7 +14,8 @@
  * value equals.
  */
 
-/* should_wake(): searching(s) == 0 && unparked(s) < num_workers_, one seq_cst
+/* should_wake(): searching(s) == 0 && parked(s) != 0 (parked = NW - unparked
+ * here, as in idle.pml), one seq_cst
  * load. (c): when the answer is "no", at this very step either somebody is
  * searching (it will re-check or chain-wake) or nobody sleeps. unparked is
  * decremented and the sleeper pushed in one locked step of to_parked, so
@@ -48,7 +49,7 @@ inline notify_one(w, res, kind) {
      }
      if
      :: res ->
-        /* state_.fetch_add(pack(1, 1)); sleepers_.back(); pop_back(); unlock */
+        /* state_.fetch_add(one_unparked_searcher); sleepers_.back(); pop_back(); unlock */
         d_step { unparked++; searching++; nsleep--; w = sleepers[nsleep]; sleepers[nsleep] = 0; mtx = 0 }
      :: else -> skip
      fi

@@ -2,8 +2,12 @@
 // (This is where lost wakeups live; model: spec/idle.pml, run by
 // `bash spec/run.sh` and ctest's spin_models.)
 //
-// State: one atomic word packing (unparked << 32 | searching), and a locked
-// list of sleeping workers.
+// State: one atomic word packing (parked << 32 | searching), and a locked
+// list of sleeping workers. Parked, not unparked: then "some worker
+// searches or sleeps" (wants_work, which every staging asks) is the word
+// being non-zero, one test (skynet about 4 instructions a spawn fewer).
+// spec/idle.pml models the same pair as (unparked, searching), with
+// unparked = workers - parked.
 //
 // * A worker out of local work becomes *searching* unless half the workers
 //   already search (bounded contention on victims).
@@ -41,8 +45,8 @@ class idle_state {
 public:
     explicit idle_state(std::size_t workers) : num_workers_(workers) {
         // relaxed: the constructor runs before any worker thread exists;
-        // starting the threads publishes it.
-        state_.store(pack(workers, 0), std::memory_order_relaxed);
+        // starting the threads publishes it. Every worker starts unparked.
+        state_.store(pack(0, 0), std::memory_order_relaxed);
         sleepers_.reserve(workers);
     }
 
@@ -54,7 +58,7 @@ public:
         if (!should_wake() || sleepers_.empty()) return std::nullopt;
         // seq_cst: the new searcher must be in the total order before any
         // producer's check that could otherwise wake a second worker.
-        state_.fetch_add(pack(1, 1), std::memory_order_seq_cst);
+        state_.fetch_add(one_unparked_searcher, std::memory_order_seq_cst);
         std::size_t w = sleepers_.back();
         sleepers_.pop_back();
         return w;
@@ -79,7 +83,7 @@ public:
         std::lock_guard lock(mutex_);
         // seq_cst: this decrement must precede the re-check loads in the
         // total order (see top).
-        std::uint64_t prev = state_.fetch_sub(pack(1, was_searching ? 1 : 0), std::memory_order_seq_cst);
+        std::uint64_t prev = state_.fetch_add(pack(1, 0) - pack(0, was_searching ? 1 : 0), std::memory_order_seq_cst);
         sleepers_.push_back(worker);
         return was_searching && searching(prev) == 1;
     }
@@ -99,22 +103,19 @@ public:
         if (it == sleepers_.end()) return false;
         sleepers_.erase(it);
         // seq_cst: as in worker_to_notify (a searcher joins the total order).
-        state_.fetch_add(pack(1, 1), std::memory_order_seq_cst);
+        state_.fetch_add(one_unparked_searcher, std::memory_order_seq_cst);
         return true;
     }
 
     // Some worker searches or sleeps: a hint for a busy worker to make its
     // private work (staged tasks) stealable. relaxed: only a hint; nothing
     // waits on it (staged work is published by the end of the poll anyway).
-    bool wants_work() const noexcept {
-        std::uint64_t s = state_.load(std::memory_order_relaxed);
-        return searching(s) != 0 || unparked(s) < num_workers_;
-    }
+    bool wants_work() const noexcept { return state_.load(std::memory_order_relaxed) != 0; }
 
     // Every worker is parked (a snapshot).
     bool all_parked() const noexcept {
         // seq_cst: cheap here, and keeps this load in the one total order.
-        return unparked(state_.load(std::memory_order_seq_cst)) == 0;
+        return parked(state_.load(std::memory_order_seq_cst)) == num_workers_;
     }
 
     // Removes every sleeper (shutdown); returns them.
@@ -124,15 +125,22 @@ public:
     }
 
 private:
-    static constexpr std::uint64_t pack(std::uint64_t unparked, std::uint64_t searching) noexcept {
-        return unparked << 32 | searching;
+    static constexpr std::uint64_t pack(std::uint64_t parked, std::uint64_t searching) noexcept {
+        return parked << 32 | searching;
     }
+    // A sleeper woken: one parked fewer and one searcher more, in one
+    // fetch_add. Unsigned arithmetic is modulo 2^64, so adding
+    // pack(0, 1) - pack(1, 0) lowers the high half by one and raises the
+    // low half by one (a sleeper exists: parked >= 1). to_parked's addend
+    // for a searcher, pack(1, 0) - pack(0, 1), likewise raises parked and
+    // lowers searching (>= 1: the caller is one).
+    static constexpr std::uint64_t one_unparked_searcher = std::uint64_t{1} - (std::uint64_t{1} << 32);
     static std::uint32_t searching(std::uint64_t s) noexcept { return static_cast<std::uint32_t>(s); }
-    static std::uint32_t unparked(std::uint64_t s) noexcept { return static_cast<std::uint32_t>(s >> 32); }
+    static std::uint32_t parked(std::uint64_t s) noexcept { return static_cast<std::uint32_t>(s >> 32); }
     bool should_wake() const noexcept {
         // seq_cst: the "check" half of publish-then-check (see top).
         std::uint64_t s = state_.load(std::memory_order_seq_cst);
-        return searching(s) == 0 && unparked(s) < num_workers_;
+        return searching(s) == 0 && parked(s) != 0;
     }
 
     std::atomic<std::uint64_t> state_;
