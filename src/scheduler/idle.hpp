@@ -5,7 +5,7 @@
 // State: one atomic word packing (parked << 32 | searching), and a locked
 // list of sleeping workers. Parked, not unparked: then "some worker
 // searches or sleeps" (wants_work, which every staging asks) is the word
-// being non-zero, one test (skynet about 4 instructions a spawn fewer).
+// being non-zero, one test (skynet about 3 instructions a spawn fewer).
 // spec/idle.pml models the same pair as (unparked, searching), with
 // unparked = workers - parked.
 //

@@ -134,8 +134,7 @@ void* allocate_from_system(std::size_t total, std::size_t result_offset) {
     // list), whose lists must stay empty; an armed thread frees what it
     // takes at exit. Armed first: arming gives the class its room, which
     // the full list from the depot then takes.
-    bool past_exit = tls_lists.cleanup_armed && tls_lists.room[c] == 0;
-    if (enabled && c < num_classes && !past_exit && depot_has_lists(c)) {
+    if (enabled && c < num_classes && !(tls_lists.cleanup_armed && tls_lists.room[c] == 0) && depot_has_lists(c)) {
         if (!tls_lists.cleanup_armed) arm_cleanup();
         if (take_from_depot(c)) return start_block(pop(c), total, result_offset);
     }

@@ -57,7 +57,7 @@ struct free_block {
 // class its room) or past its exit cleanup (nothing may be kept then): so
 // the free's fast path tests one number. (A length and an armed flag cost
 // it a second load and test: fib(25) with every call awaited inline ran
-// about 3 more instructions a call.)
+// about 2 more instructions a call.)
 struct lists {
     free_block* heads[num_classes];
     std::uint32_t room[num_classes];
