@@ -167,6 +167,32 @@ TEST(FramePool, BlocksFreedOnAnotherThreadReachTheAllocatingThreadThroughTheDepo
     EXPECT_EQ(live() - before, fc.depot_blocks());
 }
 
+// A frame larger than the pooled classes (over 2 KiB) comes from the system
+// and goes back to it at once, also on a thread whose pool is armed and
+// holds blocks: the pool keeps none of them, and they never take a pooled
+// block of a smaller class.
+TEST(FramePool, FramesOverTheLargestClassGoStraightToTheSystem) {
+    SKIP_WITHOUT_COUNTING();
+    const frame_class small{1800};
+    const frame_class large{5000};
+    ASSERT_LT(aspen::detail::pool::class_of(small.block_size()), aspen::detail::pool::num_classes);
+    ASSERT_GE(aspen::detail::pool::class_of(large.block_size()), aspen::detail::pool::num_classes);
+    long before = live();
+    long while_alive = -1, after_free = -1;
+    on_new_thread([&] {
+        std::vector<void*> kept = small.allocate(3);
+        small.free_all(kept);  // arms the thread's pool, which keeps the 3
+        long base = live();
+        std::vector<void*> frames = large.allocate(40);
+        while_alive = live() - base - 1;  // without the vector
+        large.free_all(frames);
+        after_free = live() - base - 1;
+    });
+    EXPECT_EQ(while_alive, 40);
+    EXPECT_EQ(after_free, 0);
+    EXPECT_EQ(live(), before);  // the thread's exit gave its 3 small blocks back
+}
+
 // A thread_local destructor that runs after the pool's own exit cleanup
 // still allocates and frees frames: those must come from and go to the
 // system. Taking a list from the depot then would leak it (nothing frees
