@@ -109,6 +109,13 @@ bool give_to_depot(std::size_t c) noexcept {
     return true;
 }
 
+// The thread's exit cleanup has run (armed, no room, an empty list): its
+// lists must stay empty, so it neither takes from the depot nor keeps a
+// block. A living armed thread has no room only in a full list.
+bool past_exit_cleanup(std::size_t c) noexcept {
+    return tls_lists.cleanup_armed && tls_lists.room[c] == 0 && tls_lists.heads[c] == nullptr;
+}
+
 // The depot holds a list of class c. relaxed: a hint, as in give_to_depot.
 bool depot_has_lists(std::size_t c) noexcept { return depot[c].count.load(std::memory_order_relaxed) != 0; }
 
@@ -130,11 +137,10 @@ bool take_from_depot(std::size_t c) noexcept {
 
 void* allocate_from_system(std::size_t total, std::size_t result_offset) {
     std::size_t c = class_of(total);
-    // Not a thread past its exit cleanup (armed, and no room in an empty
-    // list), whose lists must stay empty; an armed thread frees what it
-    // takes at exit. Armed first: arming gives the class its room, which
-    // the full list from the depot then takes.
-    if (enabled && c < num_classes && !(tls_lists.cleanup_armed && tls_lists.room[c] == 0) && depot_has_lists(c)) {
+    // An armed thread frees what it takes at exit. Armed first: arming
+    // gives the class its room, which the full list from the depot then
+    // takes.
+    if (enabled && c < num_classes && !past_exit_cleanup(c) && depot_has_lists(c)) {
         if (!tls_lists.cleanup_armed) arm_cleanup();
         if (take_from_depot(c)) return start_block(pop(c), total, result_offset);
     }
@@ -151,9 +157,9 @@ void free_slow(void* block, std::size_t bytes) noexcept {
     // Not armed yet: the thread's first push arms it (and gives the class
     // its room).
     if (!tls_lists.cleanup_armed) arm_cleanup();
-    // No room: a full list, which goes to the depot if it has room, or a
-    // thread past its exit cleanup (its lists are empty).
-    if (tls_lists.room[c] == 0 && (tls_lists.heads[c] == nullptr || !give_to_depot(c)))
+    // No room otherwise: a full list, which goes to the depot if it has
+    // room.
+    if (past_exit_cleanup(c) || (tls_lists.room[c] == 0 && !give_to_depot(c)))
         return ::operator delete(block, system_size(bytes));
     push(block, c);
 }

@@ -87,7 +87,7 @@ inline void* start_block(void* block, std::size_t total, std::size_t result_offs
 void* allocate_from_system(std::size_t total, std::size_t result_offset);
 void free_slow(void* block, std::size_t bytes) noexcept;
 
-// Puts a block on class c's list (the caller checked the cap).
+// Puts a block on class c's list (the caller checked its room).
 inline void push(void* block, std::size_t c) noexcept {
     tls_lists.heads[c] = new (block) free_block{tls_lists.heads[c]};
     --tls_lists.room[c];
