@@ -81,9 +81,13 @@ public:
         // Also reached when a destructor throws while aspen destroys the
         // frame (abort, shutdown): the frame and this promise are going
         // away, nobody could observe `error`, so it is reported at once.
-        if (report_if_destroying(std::current_exception()))
+        if (report_if_destroying(std::current_exception())) {
             nontrivial_parameter_ = thrown_while_destroyed;  // no longer needed: the frame ends here
-        else
+            // Nobody is resumed: final_awaiter then tests for this case
+            // only on its root path (no continuation), not at the end of
+            // every frame awaited inline.
+            continuation = nullptr;
+        } else
             error = std::current_exception();
     }
     void rethrow_if_error() {
@@ -101,18 +105,21 @@ public:
         bool await_ready() const noexcept { return false; }
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+            // Symmetric transfer back to the awaiter keeps deep chains of
+            // synchronous completions off the stack.
+            if (auto c = h.promise().continuation) return c;
             // A destructor threw while the frame was being destroyed: the
-            // frame's catch called unhandled_exception and ran on to here
-            // (g++ and clang alike) instead of freeing it. Nobody waits for
-            // it (its awaiter is being destroyed too, or the runtime
-            // cancelled it): finish the destruction, resume no one.
+            // frame's catch called unhandled_exception, which cleared the
+            // continuation, and ran on to here (g++ and clang alike) instead
+            // of freeing it. Nobody waits for it (its awaiter is being
+            // destroyed too, or the runtime cancelled it): finish the
+            // destruction, resume no one. Tested after the continuation, so
+            // a frame awaited inline ends with one test (inline fib: 3
+            // instructions a call fewer).
             if (h.promise().nontrivial_parameter_ == thrown_while_destroyed) {
                 h.destroy();
                 return std::noop_coroutine();
             }
-            // Symmetric transfer back to the awaiter keeps deep chains of
-            // synchronous completions off the stack.
-            if (auto c = h.promise().continuation) return c;
             // A root: its header exists.
             task_header* t = task_header::of_frame(h.address());
             // Run by its joiner, which takes the outcome from the frame,
