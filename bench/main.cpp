@@ -467,6 +467,28 @@ void print_spawn_cost(const bench_results& r, const options& opt) {
     std::printf("\n");
 }
 
+// aspen's runs of one workload on a runtime of its own; with `extras`
+// (the first worker count, readable output) also its spawns per run and
+// its inline floor (bench.hpp).
+void measure_aspen(bench_results& r, std::size_t workers, bool extras, int runs) {
+    aspen::runtime rt(with_workers(workers));
+    r.aspen.push_back(measure("aspen", r.w, workers, runs, [&] { return r.w.aspen(rt); }));
+    if (!extras || !r.aspen.back().ok) return;
+    // measure() made runs + 1 runs (the warm-up too).
+    r.spawns_per_run = static_cast<double>(rt.metrics().total().tasks_spawned) / (runs + 1);
+    if (r.w.aspen_inline) r.inline_floor = measure("aspen inline", r.w, workers, runs, [&] { return r.w.aspen_inline(rt); });
+}
+
+// TBB's runs of one workload, in arenas of `workers` threads made for it.
+measurement measure_tbb(const bench_results& r, std::size_t workers, int runs) {
+    tbb::task_arena local(static_cast<int>(workers));
+    tbb::task_arena remote(static_cast<int>(workers), 0);
+    local.initialize();
+    remote.initialize();
+    bench::tbb_arenas arenas{local, remote};
+    return measure("tbb", r.w, workers, runs, [&] { return r.w.tbb(arenas); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -514,40 +536,26 @@ int main(int argc, char** argv) {
     // needs `workers` of its own, so allow up to max_workers of them.
     tbb::global_control tbb_threads(tbb::global_control::max_allowed_parallelism, max_workers + 1);
 
+    // Each workload is measured on aspen and right after on its peers, so
+    // that the two halves of a ratio are measured back to back, not with
+    // every other workload in between: this VM's speed drifts (TBB's fib
+    // took 94 ms at 1 worker in some hours and 146 in others while aspen's
+    // stayed), and the ratios moved with it. Each runtime or pool is built
+    // for the one workload and gone before the next starts, so no idle
+    // peer's threads are left to spin meanwhile.
+    const bool any_asio =
+        std::any_of(results.begin(), results.end(), [](const bench_results& r) { return r.w.asio != nullptr; });
     for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) {
         const std::size_t workers = opt.workers[wi];
-        {
-            aspen::runtime rt(with_workers(workers));  // once per worker count, reused by every run
-            for (auto& r : results) {
-                const std::uint64_t spawned = rt.metrics().total().tasks_spawned;
-                r.aspen.push_back(measure("aspen", r.w, workers, opt.runs, [&] { return r.w.aspen(rt); }));
-                if (wi != 0 || opt.csv || !r.aspen.back().ok) continue;
-                // measure() made runs + 1 runs (the warm-up too).
-                r.spawns_per_run = static_cast<double>(rt.metrics().total().tasks_spawned - spawned) / (opt.runs + 1);
-                if (r.w.aspen_inline)
-                    r.inline_floor = measure("aspen inline", r.w, workers, opt.runs, [&] { return r.w.aspen_inline(rt); });
-            }
-        }
-        {
-            tbb::task_arena local(static_cast<int>(workers));
-            tbb::task_arena remote(static_cast<int>(workers), 0);
-            local.initialize();
-            remote.initialize();
-            bench::tbb_arenas arenas{local, remote};
-            for (auto& r : results) {
-                if (r.w.tbb)
-                    r.tbb.push_back(measure("tbb", r.w, workers, opt.runs, [&] { return r.w.tbb(arenas); }));
-                else
-                    r.tbb.emplace_back();
-            }
-        }
-        if (std::any_of(results.begin(), results.end(), [](const bench_results& r) { return r.w.asio != nullptr; })) {
-            bench::asio_pool pool(workers);  // once per worker count, like the aspen runtime
-            for (auto& r : results) {
-                if (r.w.asio)
-                    r.asio.push_back(measure("asio", r.w, workers, opt.runs, [&] { return r.w.asio(pool); }));
-                else
-                    r.asio.emplace_back();
+        for (auto& r : results) {
+            measure_aspen(r, workers, wi == 0 && !opt.csv, opt.runs);
+            r.tbb.push_back(r.w.tbb ? measure_tbb(r, workers, opt.runs) : measurement{});
+            if (!any_asio) continue;
+            if (r.w.asio) {
+                bench::asio_pool pool(workers);
+                r.asio.push_back(measure("asio", r.w, workers, opt.runs, [&] { return r.w.asio(pool); }));
+            } else {
+                r.asio.emplace_back();
             }
         }
     }
