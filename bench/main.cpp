@@ -536,18 +536,19 @@ int main(int argc, char** argv) {
     // needs `workers` of its own, so allow up to max_workers of them.
     tbb::global_control tbb_threads(tbb::global_control::max_allowed_parallelism, max_workers + 1);
 
-    // Each workload is measured on aspen and right after on its peers, so
-    // that the two halves of a ratio are measured back to back, not with
-    // every other workload in between: this VM's speed drifts (TBB's fib
-    // took 94 ms at 1 worker in some hours and 146 in others while aspen's
-    // stayed), and the ratios moved with it. Each runtime or pool is built
-    // for the one workload and gone before the next starts, so no idle
-    // peer's threads are left to spin meanwhile.
+    // Each workload is measured at every worker count, on aspen and right
+    // after on its peers, before the next workload: the two halves of a
+    // ratio, and the worker counts of a speed-up, are measured back to
+    // back, not with every other workload in between. This VM's speed
+    // drifts (TBB's fib took 94 ms at 1 worker in some hours and 146 in
+    // others while aspen's stayed), and the ratios moved with it. Each
+    // runtime or pool is built for the one measurement and gone before the
+    // next starts, so no idle peer's threads are left to spin meanwhile.
     const bool any_asio =
         std::any_of(results.begin(), results.end(), [](const bench_results& r) { return r.w.asio != nullptr; });
-    for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) {
-        const std::size_t workers = opt.workers[wi];
-        for (auto& r : results) {
+    for (auto& r : results) {
+        for (std::size_t wi = 0; wi < opt.workers.size(); ++wi) {
+            const std::size_t workers = opt.workers[wi];
             measure_aspen(r, workers, wi == 0 && !opt.csv, opt.runs);
             r.tbb.push_back(r.w.tbb ? measure_tbb(r, workers, opt.runs) : measurement{});
             if (!any_asio) continue;
