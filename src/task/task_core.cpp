@@ -391,6 +391,8 @@ bool report_if_destroying(std::exception_ptr e) noexcept {
     std::coroutine_handle<>::from_address(t->frame()).destroy();
 }
 
+[[gnu::cold]] void rethrow_error(const std::exception_ptr& e) { std::rethrow_exception(e); }
+
 [[gnu::cold]] void refuse_release(bool empty) {
     if (empty) throw std::logic_error("aspen::spawn: the task is empty (moved-from or already spawned)");
     throw std::logic_error("aspen::spawn: the task has already run");
