@@ -130,8 +130,9 @@ public:
 private:
     // The child ran adopted by our awaiter and its final suspend resumed us:
     // its outcome is still in its frame (see "Adopted" in task_header.hpp).
-    // The value is moved out and the promise emptied first, so that the
-    // frame needs no destroy() when nothing else is in it (promise_base).
+    // The value is moved out and (if it has a destructor) the promise
+    // emptied first, so that the frame needs no destroy() when nothing else
+    // is in it (promise_base).
     T take_adopted(detail::promise<T>& p) {
         if (p.error) [[unlikely]]
             return rethrow_adopted(p);
@@ -139,7 +140,9 @@ private:
             finish_adopted();
         } else if constexpr (std::is_nothrow_move_constructible_v<T>) {
             T value = std::move(*p.value);
-            p.value.reset();
+            // Nothing to end for a trivially destructible value (skynet: a
+            // store a join less).
+            if constexpr (!std::is_trivially_destructible_v<T>) p.value.reset();
             finish_adopted();
             return value;
         } else {

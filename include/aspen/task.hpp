@@ -174,9 +174,12 @@ struct promise : promise_base {
         ::new (t->result_slot()) T(std::move(*value));
         // Nothing to run for trivially destructible results: no indirect
         // call when the block is freed.
-        if constexpr (!std::is_trivially_destructible_v<T>)
+        // A trivially destructible value left in the optional needs no
+        // reset: destroying it (with the frame, if ever) does nothing.
+        if constexpr (!std::is_trivially_destructible_v<T>) {
             t->result_dtor = [](void* p) noexcept { static_cast<T*>(p)->~T(); };
-        value.reset();
+            value.reset();
+        }
     }
     task<T> get_return_object() noexcept;
     template <class U = T>
