@@ -172,10 +172,10 @@ struct promise : promise_base {
     void store_root_result(task_header* t) noexcept {
         if (!value) return;
         ::new (t->result_slot()) T(std::move(*value));
-        // Nothing to run for trivially destructible results: no indirect
-        // call when the block is freed.
-        // A trivially destructible value left in the optional needs no
-        // reset: destroying it (with the frame, if ever) does nothing.
+        // A trivially destructible result needs neither a destructor in the
+        // header (no indirect call when the block is freed) nor a reset of
+        // the optional (destroying it with the frame, if ever, does
+        // nothing).
         if constexpr (!std::is_trivially_destructible_v<T>) {
             t->result_dtor = [](void* p) noexcept { static_cast<T*>(p)->~T(); };
             value.reset();
