@@ -107,6 +107,64 @@ TEST(Task, AwaitingHandleTwiceThrowsLogicError) {
     EXPECT_EQ(rt.block_on(body()), 2);
 }
 
+// An empty handle's word is not zero (join_handle.hpp, "One word"): every
+// way of making one (default, moved from a live or a given-back handle,
+// detached) must give the same empty handle, and every call on it must
+// refuse or do nothing.
+int empty_handle_faults(aspen::join_handle<int>& h) {
+    int faults = 0;
+    faults += h.valid();
+    faults += h.is_finished();
+    faults += h.header() != nullptr;
+    h.abort();   // nothing to cancel
+    h.detach();  // nothing to let go
+    faults += h.valid();
+    try {
+        (void)h.id();
+        ++faults;
+    } catch (const std::logic_error&) {
+    }
+    try {
+        (void)h.abort_handle();
+        ++faults;
+    } catch (const std::logic_error&) {
+    }
+    return faults;
+}
+
+aspen::task<int> empty_handle_misuse() {
+    int faults = 0;
+    std::array<aspen::join_handle<int>, 16> many;  // built empty, as a group
+    for (auto& h : many) faults += empty_handle_faults(h);
+    many[3] = aspen::spawn(answer());
+    aspen::join_handle<int> live = std::move(many[3]);  // holds the block
+    faults += empty_handle_faults(many[3]);
+    faults += co_await live != 42;
+    aspen::join_handle<int> taken = std::move(live);  // awaited: given back or the block
+    faults += empty_handle_faults(live);
+    faults += !taken.valid() || !taken.is_finished();
+    aspen::join_handle<int> detached = aspen::spawn(answer());
+    detached.detach();
+    faults += empty_handle_faults(detached);
+    for (auto* h : {&many[0], &live, &detached}) {
+        try {
+            (void)co_await *h;
+            ++faults;
+        } catch (const std::logic_error&) {
+        }
+    }
+    co_return faults;
+}
+
+TEST(Task, EmptyHandlesRefuseEveryUse) {
+    aspen::runtime rt(workers(2));
+    EXPECT_EQ(rt.block_on(empty_handle_misuse()), 0);
+    aspen::current_thread_runtime ct;
+    EXPECT_EQ(ct.block_on(empty_handle_misuse()), 0);
+    aspen::join_handle<int> outside;
+    EXPECT_EQ(empty_handle_faults(outside), 0);
+}
+
 TEST(Task, AwaitingTaskTwiceThrowsLogicError) {
     aspen::runtime rt(workers(1));
     auto body = []() -> aspen::task<int> {

@@ -29,11 +29,11 @@ class [[nodiscard]] join_handle {
 public:
     join_handle() noexcept = default;
     explicit join_handle(detail::task_header* t) noexcept : bits_(reinterpret_cast<std::uintptr_t>(t)) {}
-    join_handle(join_handle&& other) noexcept : bits_(std::exchange(other.bits_, 0)) {}
+    join_handle(join_handle&& other) noexcept : bits_(std::exchange(other.bits_, empty_bits)) {}
     join_handle& operator=(join_handle&& other) noexcept {
         if (this != &other) {
             detach();
-            bits_ = std::exchange(other.bits_, 0);
+            bits_ = std::exchange(other.bits_, empty_bits);
         }
         return *this;
     }
@@ -47,37 +47,40 @@ public:
     void abort() noexcept {
         if (holds_block()) detail::abort_task(task());
     }
-    bool is_finished() const noexcept { return bits_ && (!holds_block() || detail::is_complete(task())); }
+    bool is_finished() const noexcept { return valid() && (!holds_block() || detail::is_complete(task())); }
     // A handle that can abort this task from anywhere, also after this
     // join_handle was awaited or dropped (see aspen/abort_handle.hpp).
     // Throws std::logic_error on an empty handle, as awaiting one does.
     aspen::abort_handle abort_handle() const {
-        if (!bits_) throw std::logic_error("aspen::join_handle::abort_handle: the handle is empty (moved-from or detached)");
+        if (!valid()) throw std::logic_error("aspen::join_handle::abort_handle: the handle is empty (moved-from or detached)");
         if (!holds_block()) return aspen::abort_handle::of_finished(given_back_id());
         return aspen::abort_handle(task());
     }
     // The task's id (aspen/task_id.hpp), also once it finished or the
     // handle was awaited. Throws std::logic_error on an empty handle.
     task_id id() const {
-        if (!bits_) throw std::logic_error("aspen::join_handle::id: the handle is empty (moved-from or detached)");
+        if (!valid()) throw std::logic_error("aspen::join_handle::id: the handle is empty (moved-from or detached)");
         if (!holds_block()) return task_id_access::from_value(given_back_id());
         return task_id_access::of(task());
     }
     // Lets the task run on; its exception, if any, goes to the runtime's
     // unhandled_exception_handler.
     void detach() noexcept {
-        if (!holds_block()) {
-            bits_ = 0;
+        // likely: the common end of a handle is given back or empty.
+        // Without the hint g++ 12 laid the drop inline, and fib ran 7%
+        // slower with the same instructions.
+        if (!holds_block()) [[likely]] {
+            bits_ = empty_bits;
             return;
         }
         detail::task_header* t = task();
         bool observed = awaited();
-        bits_ = 0;
+        bits_ = empty_bits;
         if (!observed && t->adopted) [[unlikely]]
             end_untaken_adoption(t);
         detail::drop_join_handle(t, observed);
     }
-    bool valid() const noexcept { return bits_ != 0; }
+    bool valid() const noexcept { return bits_ != empty_bits; }
 
     struct awaiter {
         join_handle* self;
@@ -187,13 +190,22 @@ private:
     }
 
     void check_awaitable() const {
-        if (!bits_) throw std::logic_error("aspen::join_handle: awaiting an empty handle (moved-from or detached)");
+        if (!valid()) throw std::logic_error("aspen::join_handle: awaiting an empty handle (moved-from or detached)");
         if (awaited()) throw std::logic_error("aspen::join_handle: the handle was already awaited");
     }
 
     // One word: a handle is one pointer, so an array of them is half the
     // size, and building or destroying one is a single store or test.
-    //   0                        empty (moved-from, detached)
+    //   given_back_bit           empty (moved-from, detached): id 0, which
+    //                            no task has. Not 0: the destructor of an
+    //                            empty handle and of a given-back one is
+    //                            then one bit test, and g++ 12 builds an
+    //                            array of empty handles with vector stores
+    //                            (an all-zero one of 96 bytes or more it
+    //                            clears with `rep stosq`, slow to start).
+    //                            nqueens, 12 handles in every task, ran 8%
+    //                            to 10% faster (docs/performance.md,
+    //                            History, stop 44).
     //   header | awaited_bit?    the task's block, and whether its outcome
     //                            was taken (task headers are 16-byte
     //                            aligned, so the low bits are free)
@@ -213,16 +225,17 @@ private:
     static constexpr std::uintptr_t given_back_bit = 2;
     // Ids count tasks from 1 and stay far below 2^62, so two bits free.
     static constexpr unsigned id_shift = 2;
+    static constexpr std::uintptr_t empty_bits = given_back_bit;
     static_assert(alignof(detail::task_header) > (awaited_bit | given_back_bit), "the flags need free low bits");
     static std::uintptr_t given_back_bits(std::uint64_t id) noexcept {
         return (static_cast<std::uintptr_t>(id) << id_shift) | given_back_bit | awaited_bit;
     }
     std::uint64_t given_back_id() const noexcept { return bits_ >> id_shift; }
-    bool holds_block() const noexcept { return bits_ != 0 && !(bits_ & given_back_bit); }
+    bool holds_block() const noexcept { return !(bits_ & given_back_bit); }
     detail::task_header* task() const noexcept { return reinterpret_cast<detail::task_header*>(bits_ & ~awaited_bit); }
     bool awaited() const noexcept { return bits_ & awaited_bit; }
 
-    std::uintptr_t bits_ = 0;
+    std::uintptr_t bits_ = empty_bits;
 };
 
 }  // namespace aspen
