@@ -6,7 +6,8 @@
 //                                    the local ring (see "Staging" below)
 //   woken while running            -> local ring (after the poll)
 //   yield_now / coop budget spent  -> the oldest end of the local ring
-//                                    (behind all local work; the first a
+//                                    (behind all local work and a batch
+//                                    pulled from the injector; the first a
 //                                    thief takes), the injector when the
 //                                    ring is full or a thief is copying
 //   spawn / wake from elsewhere    -> injector, then wake a sleeper
@@ -234,6 +235,7 @@ private:
     void enqueue_local(worker& w, task_header* t);
     void stage(worker& w, task_header* t);
     void push_yielded(worker& w, task_header* t);
+    std::size_t take_injector_batch(worker& w, std::size_t room);
     void publish_staged(worker& w, std::uint32_t n);
     bool futex_will_do() const noexcept;
     void push_local_batch(worker& w, task_header* const* ts, std::uint32_t n);
