@@ -190,8 +190,10 @@ void multi_thread_scheduler::push_yielded(worker& w, task_header* t) {
         return;
     }
     w.counters.local_pushes.add();
-    // A full ring (yield_many's 1,000 yielders on one worker) skips the
-    // injector's counters: that look cost each yield 11%.
+    // A full ring does not look at the injector, and with nothing pulled
+    // the notify goes out alone: through push_local_batch with no tasks,
+    // yield_many (1,000 yielders on one worker, a full ring) ran 11%
+    // slower.
     std::uint32_t room = w.queue.capacity() - w.queue.len();
     if (std::size_t n = room ? take_injector_batch(w, room) : 0)
         push_local_batch(w, w.batch.data(), static_cast<std::uint32_t>(n));  // and notifies
