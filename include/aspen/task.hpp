@@ -155,29 +155,43 @@ public:
     final_awaiter final_suspend() noexcept { return {}; }
 };
 
+// The result slot of a task<T>'s block: sizeof(T) bytes, and for a T with
+// a destructor a pointer to it after them, which ends the block
+// (task_header::result_dtor()).
+template <class T>
+struct result_layout {
+    static constexpr bool has_dtor = !std::is_trivially_destructible_v<T>;
+    using dtor_fn = task_header::result_dtor_fn;
+    static constexpr std::size_t align = has_dtor && alignof(T) < alignof(dtor_fn) ? alignof(dtor_fn) : alignof(T);
+    static constexpr std::size_t size =
+        has_dtor ? (sizeof(T) + alignof(dtor_fn) - 1) / alignof(dtor_fn) * alignof(dtor_fn) + sizeof(dtor_fn)
+                 : sizeof(T);
+};
+
 template <class T>
 struct promise : promise_base {
     using promise_base::promise_base;
     std::optional<T> value;
+    using layout = result_layout<T>;
 
     // Reserves the result slot a spawned root moves its value into.
     static void* operator new(std::size_t size) {
         static_assert(alignof(T) <= alignof(std::max_align_t), "over-aligned task results are not supported");
-        return allocate_frame(size, sizeof(T), alignof(T));
+        return allocate_frame(size, layout::size, layout::align);
     }
     static void operator delete(void* frame, std::size_t size) noexcept {
-        deallocate_frame(frame, block_size_of(size, sizeof(T), alignof(T)));
+        deallocate_frame(frame, block_size_of(size, layout::size, layout::align));
     }
 
     void store_root_result(task_header* t) noexcept {
         if (!value) return;
         ::new (t->result_slot()) T(std::move(*value));
-        // A trivially destructible result needs neither a destructor in the
-        // header (no indirect call when the block is freed) nor a reset of
-        // the optional (destroying it with the frame, if ever, does
-        // nothing).
-        if constexpr (!std::is_trivially_destructible_v<T>) {
-            t->result_dtor = [](void* p) noexcept { static_cast<T*>(p)->~T(); };
+        // A trivially destructible result needs neither a destructor (no
+        // indirect call when the block is freed) nor a reset of the
+        // optional (destroying it with the frame, if ever, does nothing).
+        if constexpr (layout::has_dtor) {
+            t->set_result_dtor([](void* p) noexcept { static_cast<T*>(p)->~T(); });
+            t->result_live = true;
             value.reset();
         }
     }

@@ -153,7 +153,7 @@ inline void deallocate_frame(void* frame, std::size_t block_size) noexcept {
 // runs the result's destructor, the header's, and frees the block. Inline:
 // one call less at the end of every spawned task (drop_join_handle).
 inline void free_task_memory(task_header* t) noexcept {
-    if (t->result_dtor) t->result_dtor(t->result_slot());
+    if (t->result_live) t->result_dtor()(t->result_slot());
     std::size_t bytes = t->alloc_size;
     t->~task_header();
     pool::free_block_of(t, bytes);
@@ -164,7 +164,7 @@ inline void free_task_memory(task_header* t) noexcept {
 // joiner took the outcome from the frame). Its members' destructors would
 // do nothing, so the header's lifetime may simply end with the free.
 inline void free_bare_task_memory(task_header* t) noexcept {
-    assert(!t->result_dtor && !t->error && !t->join_waker);
+    assert(!t->result_live && !t->error && !t->join_waker);
     pool::free_block_of(t, t->alloc_size);
 }
 

@@ -128,6 +128,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <new>
 
 namespace aspen {
 class context;
@@ -176,7 +177,6 @@ struct alignas(16) task_header {
     task_header* reg_prev;       // registry of live tasks (shutdown)
     task_header* reg_next;
     std::exception_ptr error;           // a root's exception (copied at completion)
-    void (*result_dtor)(void*) = nullptr;  // set while a result with a destructor lives in the slot
     std::uint32_t alloc_size = 0;       // bytes of header + frame + result slot
     std::uint32_t result_offset = 0;    // where the result slot starts
     std::uint16_t reg_shard = 0;
@@ -200,6 +200,11 @@ struct alignas(16) task_header {
     // written while a joiner reads it, and a stale or foreign value only
     // fails that check. In the flags' padding: the header keeps its size.
     std::atomic<std::uint8_t> stage_slot{0};
+    // A result with a destructor lives in the slot; its destructor is the
+    // block's last pointer (result_dtor()). Why not a pointer field here:
+    // most results (void, numbers) have none, and the field made the
+    // header 160 bytes instead of 144 on every task's block.
+    bool result_live = false;
     // How many aspen::unconstrained scopes of this task are open (nested
     // ones count each): while non-zero, a spent coop budget does not make
     // the task yield (aspen/coop.hpp). Only the task's own thread, which
@@ -216,6 +221,12 @@ struct alignas(16) task_header {
 
     void* frame() noexcept { return this + 1; }
     void* result_slot() noexcept { return reinterpret_cast<char*>(this) + result_offset; }
+    // Where a result type with a destructor keeps it: the block's last
+    // pointer-sized word (result_layout in task.hpp reserves it).
+    using result_dtor_fn = void (*)(void*) noexcept;
+    void* result_dtor_place() noexcept { return reinterpret_cast<char*>(this) + alloc_size - sizeof(result_dtor_fn); }
+    void set_result_dtor(result_dtor_fn f) noexcept { ::new (result_dtor_place()) result_dtor_fn(f); }
+    result_dtor_fn result_dtor() noexcept { return *std::launder(static_cast<result_dtor_fn*>(result_dtor_place())); }
     static task_header* of_frame(void* frame) noexcept {
         return static_cast<task_header*>(frame) - 1;
     }
@@ -223,6 +234,7 @@ struct alignas(16) task_header {
 
 static_assert(sizeof(task_header) % alignof(std::max_align_t) == 0,
               "the frame that follows the header must stay max-aligned");
+static_assert(sizeof(task_header) == 144, "every task's block carries the header: keep it small");
 
 // ---- allocation (aspen/detail/frame_pool.hpp) -------------------------------
 // Where a block's result slot starts, and the block's bytes, for a frame of
