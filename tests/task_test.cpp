@@ -869,7 +869,8 @@ namespace {
 // end of its block (result_layout in task.hpp), not in the header. Every
 // such result is destroyed exactly once, whichever way the task ends and
 // its handle goes: awaited, dropped after completion unobserved, detached
-// before it ran, joined by a task on another worker. Results of several
+// before it ran, joined by a task on another worker (and, never spawned,
+// awaited inline: its block is freed with the same layout). Results of several
 // sizes and alignments (a 1-byte and a 16-byte-aligned type) check the
 // layout: a wrong offset would destroy garbage or clobber the value,
 // which the checksums and ASan see.
@@ -905,6 +906,8 @@ aspen::task<R> make_result(unsigned char seed) {
 template <class R>
 aspen::task<int> every_end_of(unsigned char seed) {
     int wrong = 0;
+    R inline_result = co_await make_result<R>(seed);  // never spawned: freed with the same layout
+    wrong += !inline_result.holds(seed);
     R taken = co_await aspen::spawn(make_result<R>(seed));  // adopted, or joined
     wrong += !taken.holds(seed);
     std::vector<aspen::join_handle<R>> handles;
