@@ -9,9 +9,9 @@
 
 #include <algorithm>
 #include <array>
-#include <iterator>
 #include <atomic>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -869,11 +869,11 @@ namespace {
 // end of its block (result_layout in task.hpp), not in the header. Every
 // such result is destroyed exactly once, whichever way the task ends and
 // its handle goes: awaited, dropped after completion unobserved, detached
-// before it ran, joined by a task on another worker (and, never spawned,
-// awaited inline: its block is freed with the same layout). Results of several
-// sizes and alignments (a 1-byte and a 16-byte-aligned type) check the
-// layout: a wrong offset would destroy garbage or clobber the value,
-// which the checksums and ASan see.
+// before it ran, joined by a task on another worker; and a task never
+// spawned, awaited inline, has its block freed with the same layout.
+// Results of several sizes and alignments (a 1-byte and a 16-byte-aligned
+// type) check the layout: a wrong offset would destroy garbage or clobber
+// the value, which the checksums and ASan see.
 std::atomic<long> results_alive{0};
 using aspen_test::run_on;
 
