@@ -159,6 +159,11 @@ public:
     static void spawn_from_poll(void* w, task_header* t);
     // detail::publish_local_spawns on a worker during a poll.
     static void publish_from_poll(void* w) noexcept;
+    // in_own_next_slot for the polling_worker `w`, inline and without the
+    // virtual call (drop_join_handle: `spawn(...).detach()` in a task).
+    static bool in_next_slot_of(const void* w, const task_header* t) noexcept {
+        return static_cast<const worker*>(w)->next == t;
+    }
     // The join's fast path (suspend_on_join): if `want` is in the polling
     // worker's next slot or staged array (place_of; owner-only places: a
     // task there is this thread's, no other thread polls it, so ok() may
