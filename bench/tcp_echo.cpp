@@ -56,7 +56,8 @@ aspen::task<std::int64_t> aspen_client(aspen::socket_address addr, int conn) {
     for (int r = 0; r < rounds; ++r) {
         fill(out, conn, r);
         co_await s.write_all(out.data(), message);
-        if (co_await s.read_exact(in.data(), message) != message) break;
+        std::size_t got = co_await s.read_exact(in.data(), message);
+        if (got != message) break;
         ok += in == out;
     }
     co_return ok;

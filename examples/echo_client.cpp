@@ -61,7 +61,8 @@ aspen::task<std::size_t> client(aspen::socket_address addr, std::size_t id, std:
     for (std::size_t r = 0; r < rounds; ++r) {
         for (std::size_t i = 0; i < size; ++i) out[i] = static_cast<char>(id * 7 + r * 13 + i);
         co_await s.write_all(out.data(), size);
-        if (co_await s.read_exact(in.data(), size) != size) break;  // the server went away
+        std::size_t got = co_await s.read_exact(in.data(), size);
+        if (got != size) break;  // the server went away
         if (in == out) ++ok;
     }
     co_return ok;

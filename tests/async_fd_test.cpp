@@ -87,9 +87,11 @@ TEST_P(AsyncFd, PipeCarriesEveryByteInOrderThenEndOfFile) {
             }
             co_await writer;
             // A hung-up pipe stays readable: more reads give 0 at once.
-            for (int i = 0; i < 3; ++i)
-                if (co_await in.read_with([&](int fd) { return ::read(fd, buf.data(), buf.size()); }) == 0)
-                    ++o.eof_reads;
+            for (int i = 0; i < 3; ++i) {
+                auto read_buf = [&](int fd) { return ::read(fd, buf.data(), buf.size()); };
+                std::size_t got = co_await in.read_with(read_buf);
+                if (got == 0) ++o.eof_reads;
+            }
             co_return o;
         }(),
         "async_fd pipe");

@@ -185,8 +185,10 @@ TEST_P(Fs, ManyAtOnceAndTheWorkersStayFree) {
                     std::string back = co_await fs::read(p);
                     co_return back == c;
                 }(d / std::string("f").append(std::to_string(i)), i)));
-            for (auto& h : hs)
-                if (co_await h) ++o.same;
+            for (auto& h : hs) {
+                bool same = co_await h;
+                if (same) ++o.same;
+            }
             auto reader = aspen::spawn(fs::read(d / "fifo"));
             // A non-blocking open for writing succeeds once a reader has the
             // FIFO open (ENXIO before).

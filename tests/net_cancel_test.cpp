@@ -367,7 +367,8 @@ TEST(NetCoop, EndlessReaderDoesNotStarveATimerTask) {
                 std::uint64_t n = 0;
                 char b;
                 while (!stop.load(std::memory_order_relaxed)) {
-                    if (co_await s.read(&b, 1) == 0) break;
+                    std::size_t got = co_await s.read(&b, 1);
+                    if (got == 0) break;
                     ++n;
                 }
                 co_return n;

@@ -115,7 +115,8 @@ inline aspen::task<std::uint64_t> echo_client(aspen::socket_address addr, std::s
     }
     s.shutdown(aspen::shutdown_mode::write);
     char c;
-    if (co_await s.read(&c, 1) != 0) throw std::runtime_error("expected end of stream");
+    std::size_t after_end = co_await s.read(&c, 1);
+    if (after_end != 0) throw std::runtime_error("expected end of stream");
     co_return checked;
 }
 

@@ -67,7 +67,8 @@ TEST_P(Pipe, CarriesEveryByteInOrderThenEndOfFile) {
                 o.received += n;
             }
             ++o.eof_reads;
-            if (co_await rd.read(buf.data(), buf.size()) == 0) ++o.eof_reads;
+            std::size_t after_end = co_await rd.read(buf.data(), buf.size());
+            if (after_end == 0) ++o.eof_reads;
             co_await writer;
             co_return o;
         }(),

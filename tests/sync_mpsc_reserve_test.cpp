@@ -48,7 +48,8 @@ aspen::task<int> permits_body() {
     if (waiting.is_finished()) co_return 4;  // no room yet
     if (a->send(1)) co_return 5;
     *b = aspen::mpsc_permit<int>();  // dropped unused: its room goes to the waiting send
-    if (co_await waiting != 7) co_return 6;
+    int sent = co_await waiting;
+    if (sent != 7) co_return 6;
     std::optional<int> first = co_await rx.recv();
     std::optional<int> second = co_await rx.recv();
     if (!first || !second || *first != 1 || *second != 7) co_return 7;
@@ -82,7 +83,8 @@ aspen::task<int> aborted_reserve_body() {
     co_await aspen::yield_now();
     co_await aspen_test::abort_and_join(first);
     held.reset();  // the room goes to `second`
-    if (co_await second != 2) co_return 2;
+    int sent = co_await second;
+    if (sent != 2) co_return 2;
     std::optional<int> got = co_await rx.recv();
     if (!got || *got != 2) co_return 3;
     // The room came back with the receive: nothing is lost.
@@ -101,7 +103,8 @@ aspen::task<int> closed_body() {
     aspen::join_handle<int> waiting = aspen::spawn(reserve_and_send(tx, 5));
     co_await aspen::yield_now();
     rx.close();
-    if (co_await waiting != -1) co_return 1;
+    int sent = co_await waiting;
+    if (sent != -1) co_return 1;
     std::optional<int> back = held->send(6);
     if (!back || *back != 6) co_return 2;
     std::optional<aspen::mpsc_permit<int>> late = co_await tx.reserve();

@@ -139,8 +139,12 @@ private:
 };
 
 aspen::task<void> answer_doorbell(doorbell& d) {
-    while (co_await aspen::poll_fn([&d](aspen::context& cx) { return d.poll(cx); }))
+    auto ring = [&d](aspen::context& cx) { return d.poll(cx); };
+    for (;;) {
+        bool rung = co_await aspen::poll_fn(ring);
+        if (!rung) break;
         d.answered.fetch_add(1, std::memory_order_release);  // release: see ring_and_wait
+    }
 }
 
 void BM_WakeFromAnotherThread_OneWorker(benchmark::State& state) {

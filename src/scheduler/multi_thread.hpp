@@ -1,4 +1,5 @@
-// The multi-threaded work-stealing scheduler (see DESIGN.md, "The scheduler").
+// The multi-threaded work-stealing scheduler (see the project's design notes,
+// DESIGN.md, "The scheduler"; kept outside this repository).
 //
 // Where a task goes:
 //   spawn / wake from this worker -> the worker's next slot; the previous
