@@ -493,8 +493,8 @@ bool unregister_join_waker(task_header* t) noexcept {
     // does. relaxed: whoever polls t later is this thread, or a thief that
     // takes it from the ring after this thread's seq_cst push.
     // The polling worker's own next slot is checked inline: a task there
-    // is one of its scheduler's. Elsewhere (a worker's thread outside a
-    // poll) the scheduler answers.
+    // is one of its scheduler's. Outside a worker's poll (the current-thread
+    // runtime, a worker's thread between polls) the scheduler answers.
     constexpr std::uint64_t unstarted = state::notified | state::join_interest | 3 * state::ref_one;
     if (s == unstarted && !t->registered &&
         (polling_worker ? multi_thread_scheduler::in_next_slot_of(polling_worker, t) : t->sched->in_own_next_slot(t))) {
