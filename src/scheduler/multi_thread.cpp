@@ -119,7 +119,7 @@ task_header* multi_thread_scheduler::take_local(task_header* want) noexcept {
 
 bool multi_thread_scheduler::in_own_next_slot(const task_header* t) const noexcept {
     const worker* w = this_worker();
-    return w && w->next == t;
+    return w && in_next_slot_of(w, t);
 }
 
 task_header* multi_thread_scheduler::take_ring_top(worker& w, task_header* want) noexcept {
