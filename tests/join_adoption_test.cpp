@@ -338,7 +338,8 @@ TEST_P(JoinAdoption, AGivenBackHandleKeepsTheIdAndAnswersAsFinished) {
     };
     auto body = [&]() -> aspen::task<int> {
         int failures = 0;
-        // Nobody asked for an id before the join: one is given at the join.
+        // Nobody asked for an id before the join: the handle gives one at
+        // its first id(), and keeps it.
         auto a = aspen::spawn(square(4));
         failures += co_await a != 16;
         failures += one_thread && a.header() != nullptr;
@@ -384,8 +385,8 @@ TEST_P(JoinAdoption, AGivenBackHandleKeepsTheIdAndAnswersAsFinished) {
     EXPECT_EQ(rt->metrics().tasks_alive, 0u);
 }
 
-// Ids handed to given-back handles come from per-thread batches: distinct
-// across workers and from the ids tasks ask for themselves.
+// Ids that given-back handles give out when first asked: distinct across
+// workers and from the ids tasks ask for themselves.
 TEST_P(JoinAdoption, GivenBackIdsAreDistinct) {
     any_runtime rt(GetParam());
     auto body = []() -> aspen::task<std::vector<std::uint64_t>> {

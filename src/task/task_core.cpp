@@ -745,30 +745,6 @@ namespace {
     if (!try_complete_exclusive(t)) publish_shared_completion(t);
 }
 
-namespace {
-// A thread's batch of task ids for end_adopted: one RMW on the shared
-// counter per 1,024 tasks, not one per task (that cache line would move
-// between the workers at every join).
-struct id_range {
-    std::uint64_t next = 0, end = 0;
-};
-thread_local constinit id_range local_ids;
-
-// t's id for the handle that takes its block's place. An id given out
-// earlier stays; else nobody saw one, and any unused id does.
-std::uint64_t given_back_task_id(task_header* t) noexcept {
-    // relaxed: as task_id_of. An earlier id came from this thread (the
-    // task's current_task_id, run nested here) or its handle, which is ours.
-    if (std::uint64_t id = t->id.load(std::memory_order_relaxed)) return id;
-    if (local_ids.next == local_ids.end) [[unlikely]] {
-        constexpr std::uint64_t batch = 1024;
-        local_ids.next = take_task_ids(batch);
-        local_ids.end = local_ids.next + batch;
-    }
-    return local_ids.next++;
-}
-}  // namespace
-
 [[gnu::hot]] std::uint64_t end_adopted(task_header* t) noexcept {
     // count_completion without its test: the child ran nested in its
     // joiner's poll on this thread, which serves the child's scheduler (a
@@ -788,13 +764,18 @@ std::uint64_t given_back_task_id(task_header* t) noexcept {
     std::uint64_t s = t->state.load(std::memory_order_acquire);
     if (only_the_joiner_holds(s)) [[likely]] {
         assert(!t->registered);
-        std::uint64_t id = given_back_task_id(t);
+        // The id the task was given while it ran (current_task_id), or 0:
+        // nobody has seen one, so the handle gives out a fresh one when
+        // first asked (join_handle::given_back_id). relaxed: as
+        // task_id_of; an id given out earlier came from this thread (the
+        // task ran nested here) or from its handle, which is ours.
+        std::uint64_t id = t->id.load(std::memory_order_relaxed);
         free_bare_task_memory(t);
         return id;
     }
     t->frame_destroyed = true;
     publish_shared_completion(t);
-    return 0;
+    return block_kept;
 }
 
 [[gnu::hot]] std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, leaf_poll_fn poll,

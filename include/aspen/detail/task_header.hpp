@@ -305,10 +305,11 @@ void finish_adopted(task_header* child, bool nothing_to_destroy) noexcept;
 // frame). When nothing but that joiner's handle can reach the child (the
 // refs of the handle, the life and the poll, no JOIN_WAKER: as
 // try_complete_exclusive), it does not complete the word at all but frees
-// the block at once and returns the child's id for the handle (one given
-// now if it has none; ids are never 0); see "Given back" in
-// join_handle.hpp. Otherwise it is finish_adopted(child, true), the handle
-// keeps the block, and it returns 0.
+// the block at once and returns the child's id for the handle, 0 if it
+// was never given one (the handle then gives one when asked); see "Given
+// back" in join_handle.hpp. Otherwise it is finish_adopted(child, true),
+// the handle keeps the block, and it returns block_kept.
+inline constexpr std::uint64_t block_kept = ~std::uint64_t{0};  // never an id
 std::uint64_t end_adopted(task_header* child) noexcept;
 
 void ref_inc(task_header* t) noexcept;
@@ -323,7 +324,8 @@ inline bool is_cancelled_outcome(const task_header* t) noexcept { return t->canc
 void abort_task(task_header* t) noexcept;
 // t's id (aspen/task_id.hpp), given out now if it has none yet; never 0.
 std::uint64_t task_id_of(task_header* t) noexcept;
-// n fresh ids, the first returned (for a thread's batch, see end_adopted).
+// n fresh ids, the first returned (a given-back handle's first id(), see
+// join_handle.hpp).
 std::uint64_t take_task_ids(std::uint64_t n) noexcept;
 // Called by a frame's unhandled_exception: true (and the exception went to
 // the runtime's unhandled_exception_handler) when this thread is destroying
