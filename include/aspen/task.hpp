@@ -241,7 +241,12 @@ public:
     }
     task(const task&) = delete;
     task& operator=(const task&) = delete;
-    ~task() { reset(); }
+    // Not reset(): nothing reads h_ after the destructor, and the store of
+    // an empty handle that reset() makes before destroy() (an opaque call,
+    // so the compiler keeps it) came at the end of every inline await.
+    ~task() {
+        if (h_) h_.destroy();
+    }
 
     bool valid() const noexcept { return static_cast<bool>(h_); }
 
