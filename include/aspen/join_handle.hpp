@@ -236,12 +236,12 @@ private:
     // Nobody saw an id of a task that had none when it was given back, so
     // a fresh one serves, kept from then on. Given then, not at the join:
     // most handles of fork-join code are never asked (callgrind: skynet
-    // 13 and fib 10 instructions a spawn less than with an id taken from a
-    // per-thread batch at each join). const, as the calls it serves: a
-    // handle is not for concurrent use (see the top).
+    // 13 and fib 10 instructions a spawn less than with the same
+    // per-thread batch of ids read at each join). const, as the calls it
+    // serves: a handle is not for concurrent use (see the top).
     std::uint64_t given_back_id() const noexcept {
         if ((bits_ >> id_shift) == 0) [[unlikely]]
-            bits_ = given_back_bits(detail::take_task_ids(1));
+            bits_ = given_back_bits(detail::fresh_task_id());
         return bits_ >> id_shift;
     }
     bool holds_block() const noexcept { return !(bits_ & given_back_bit); }

@@ -15,6 +15,14 @@ namespace {
 // relaxed (the add below): ids need only be distinct, which the RMW's
 // atomicity gives; no other data is published with one.
 constinit std::atomic<std::uint64_t> next_id{1};  // 0 means "none yet"
+
+// A thread's batch of ids for fresh_task_id: one RMW on the shared
+// counter per 1,024 ids, not one per id (that cache line would move
+// between the workers at every given-back handle asked for its id).
+struct id_range {
+    std::uint64_t next = 0, end = 0;
+};
+thread_local constinit id_range local_ids;
 }  // namespace
 
 std::uint64_t task_id_of(task_header* t) noexcept {
@@ -29,9 +37,14 @@ std::uint64_t task_id_of(task_header* t) noexcept {
     return id;
 }
 
-std::uint64_t take_task_ids(std::uint64_t n) noexcept {
-    // relaxed: as task_id_of.
-    return next_id.fetch_add(n, std::memory_order_relaxed);
+std::uint64_t fresh_task_id() noexcept {
+    if (local_ids.next == local_ids.end) [[unlikely]] {
+        constexpr std::uint64_t batch = 1024;
+        // relaxed: as task_id_of.
+        local_ids.next = next_id.fetch_add(batch, std::memory_order_relaxed);
+        local_ids.end = local_ids.next + batch;
+    }
+    return local_ids.next++;
 }
 
 }  // namespace aspen::detail

@@ -324,9 +324,9 @@ inline bool is_cancelled_outcome(const task_header* t) noexcept { return t->canc
 void abort_task(task_header* t) noexcept;
 // t's id (aspen/task_id.hpp), given out now if it has none yet; never 0.
 std::uint64_t task_id_of(task_header* t) noexcept;
-// n fresh ids, the first returned (a given-back handle's first id(), see
-// join_handle.hpp).
-std::uint64_t take_task_ids(std::uint64_t n) noexcept;
+// One id nobody has, from this thread's batch of ids (a given-back
+// handle's first id(), see join_handle.hpp); never 0.
+std::uint64_t fresh_task_id() noexcept;
 // Called by a frame's unhandled_exception: true (and the exception went to
 // the runtime's unhandled_exception_handler) when this thread is destroying
 // a cancelled task's frame, i.e. a destructor threw during abort/shutdown.
