@@ -306,8 +306,8 @@ aspen::task<int> scope_aborted_body() {
     // aborted stops at its next suspension point, after the abort returned
     // (join_set.hpp): wait for that, as `never` and `alive` live in this
     // frame. Reading `alive` at once and returning let such a child poll
-    // `never` in the freed frame (ASan, 1 in a few hundred runs). Bounded
-    // in yields, not time: children that are never destroyed fail the test.
+    // `never` in the freed frame (ASan, about 1 in 1,000 to 4,000 runs).
+    // Bounded in yields, not time: children never destroyed fail the test.
     for (long i = 0; i < 10'000'000 && alive.load() != 0; ++i) co_await aspen::yield_now();
     co_return alive.load();
 }
