@@ -303,11 +303,11 @@ aspen::task<int> scope_aborted_body() {
     while (ready.load() == 0 || alive.load() != 10) co_await aspen::yield_now();
     co_await aspen_test::abort_and_join(h);
     // A child in the middle of a poll on another worker when its owner was
-    // aborted stops at its next suspension point, after the abort returned
-    // (join_set.hpp): wait for that, as `never` and `alive` live in this
-    // frame. Reading `alive` at once and returning let such a child poll
-    // `never` in the freed frame (ASan, about 1 in 1,000 to 4,000 runs).
-    // Bounded in yields, not time: children never destroyed fail the test.
+    // aborted stops at its next suspension point, after the abort returned:
+    // wait for that, as destructor_body does (`never` and `alive` live in
+    // this frame; returning at once let such a child poll `never` in the
+    // freed frame, ASan, about 1 in 1,000 to 4,000 runs). Bounded in
+    // yields, not time: children never destroyed fail the test.
     for (long i = 0; i < 10'000'000 && alive.load() != 0; ++i) co_await aspen::yield_now();
     co_return alive.load();
 }
