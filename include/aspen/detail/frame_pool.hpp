@@ -27,6 +27,9 @@ inline constexpr std::size_t max_cached_per_class = 512;
 // one and at most depot_lists.
 inline constexpr std::size_t depot_bytes_per_class = std::size_t{1} << 20;
 inline constexpr std::size_t depot_lists = 8;
+// Pooled blocks are carved from chunks of this size, aligned to it (see
+// frame_pool.cpp).
+inline constexpr std::size_t chunk_bytes = std::size_t{32} << 10;
 constexpr std::size_t depot_lists_of(std::size_t c) noexcept {
     std::size_t n = depot_bytes_per_class / (max_cached_per_class * (c + 1) * granule);
     return n == 0 ? 1 : (n > depot_lists ? depot_lists : n);
@@ -86,6 +89,12 @@ inline void* start_block(void* block, std::size_t total, std::size_t result_offs
 // thread's exit cleanup not armed yet: its first push arms it).
 void* allocate_from_system(std::size_t total, std::size_t result_offset);
 void free_slow(void* block, std::size_t bytes) noexcept;
+
+// Pooled blocks carved from chunks and not given back to them (a block on
+// a free list or in the depot counts: it is not back): those of exited
+// threads and the calling thread's; another living thread's count joins at
+// its exit. For the pool's tests, which run one thread at a time.
+std::int64_t blocks_from_system() noexcept;
 
 // Puts a block on class c's list (the caller checked its room).
 inline void push(void* block, std::size_t c) noexcept {
