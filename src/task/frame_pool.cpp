@@ -19,8 +19,8 @@
 // each block starting on a cache line and its stride a whole number of
 // lines. Why: with blocks 16 bytes apart from malloc, a task's block and
 // its neighbour, run by two workers, shared a line that both wrote. skynet
-// at 2 workers, alternating rounds of the benchmark: faster in 13 of 14,
-// median 0.565x of TBB against 0.61x (docs/performance.md, stop 48).
+// at 2 workers, alternating rounds of the benchmark: faster in 18 of 19,
+// median 0.57x of TBB against 0.615x (docs/performance.md, stop 48).
 // 128-byte lines were no better than 64. Not an aligned operator new per
 // block: that made spawn_many_local 1.9x slower at 1 worker (glibc's
 // memalign path); and not a line more per malloc'd block, aligned inside
