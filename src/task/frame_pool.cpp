@@ -14,8 +14,9 @@
 // malloc, 64-byte classes rounded spawn_many's 208-byte blocks up to 256
 // and spawn_many_local was 12% slower (memory traffic, a million alive at
 // once). Carved blocks (below) take whole lines again, 256 bytes there,
-// and spawn_many_local stayed within the noise: the carving costs less than
-// malloc did. The lists stay small (1.5 KiB a thread).
+// and spawn_many_local stayed within the noise (three alternating rounds;
+// a carve is a bump of a pointer where a malloc was a call into glibc).
+// The lists stay small (1.5 KiB a thread).
 //
 // Pooled blocks are carved from per-thread 32 KiB chunks (chunk_bytes),
 // each block starting on a cache line and its stride a whole number of
