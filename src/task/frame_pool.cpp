@@ -246,15 +246,13 @@ std::int64_t blocks_from_system() noexcept {
 
 void* allocate_from_system(std::size_t total, std::size_t result_offset) {
     std::size_t c = class_of(total);
-    // An armed thread frees what it takes at exit. Armed first: arming
-    // gives the class its room, which the full list from the depot then
-    // takes.
-    if (enabled && c < num_classes && !past_exit_cleanup(c) && depot_has_lists(c)) {
-        if (!tls_lists.cleanup_armed) arm_cleanup();
-        if (take_from_depot(c)) return start_block(pop(c), total, result_offset);
-    }
     if (!enabled || c >= num_classes) return start_block(::operator new(total), total, result_offset);
-    if (!tls_lists.cleanup_armed) arm_cleanup();  // its cleanup retires the chunk
+    // An armed thread frees what it takes at exit, and its cleanup retires
+    // its chunk. Armed first: arming gives the class its room, which the
+    // full list from the depot then takes.
+    if (!tls_lists.cleanup_armed) arm_cleanup();
+    if (!past_exit_cleanup(c) && depot_has_lists(c) && take_from_depot(c))
+        return start_block(pop(c), total, result_offset);
     void* block = carve(c);
     // Past the exit cleanup nothing would retire the chunk later, so it
     // goes at once: a 32 KiB chunk for each such block, back with it (only
