@@ -73,7 +73,6 @@ using aspen::detail::pool::max_cached_per_class;
 
 constexpr bool pool_enabled = aspen::detail::pool::enabled;
 constexpr long cap = static_cast<long>(max_cached_per_class);
-constexpr long pooled = pool_enabled ? cap : 0;
 
 // A frame size of its own per test (no other code in this binary allocates
 // blocks of these classes), and how many blocks the depot keeps of it.
@@ -85,6 +84,13 @@ struct frame_class {
         return pool_enabled ? static_cast<long>(depot_lists_of(class_of(block_size()))) : 0;
     }
     long depot_blocks() const { return depot_lists() * cap; }
+    // How many of its blocks a chunk holds: each takes whole 64-byte
+    // lines, after the chunk's own line.
+    long blocks_per_chunk() const {
+        using namespace aspen::detail::pool;
+        const std::size_t stride = ((class_of(block_size()) + 1) * granule + 63) / 64 * 64;
+        return static_cast<long>((chunk_bytes - 64) / stride);
+    }
     std::vector<void*> allocate(std::size_t n) const {
         std::vector<void*> frames;
         frames.reserve(n);
@@ -114,12 +120,13 @@ void on_new_thread(F f) {
 #define SKIP_WITHOUT_COUNTING() (void)0
 #endif
 
-TEST(FramePool, AThreadKeepsOneListTheDepotTheNextOnesAndTheSystemTheRest) {
+TEST(FramePool, AThreadKeepsOneListTheDepotTheNextOnesAndItsChunksTheRest) {
     SKIP_WITHOUT_COUNTING();
     const frame_class fc{1000};
     const long lists = fc.depot_lists();
     ASSERT_GE(lists, pool_enabled ? 1 : 0);
-    const long n = cap * (lists + 1) + 88;
+    const long tail = 88;
+    const long n = cap * (lists + 1) + tail;
     long before = live();
     long while_alive = 0, after_reuse = 0;
     bool reused_last_freed_first = false;
@@ -128,23 +135,27 @@ TEST(FramePool, AThreadKeepsOneListTheDepotTheNextOnesAndTheSystemTheRest) {
         long base = live();
         fc.free_all(frames);
         while_alive = live() - base;
-        // The thread's list is LIFO: the next block is the last one it kept,
-        // the last of the `cap` frees it made once the depot was full.
+        // The thread's list is LIFO: the next block is the last one it
+        // freed. (Its full list went back to its chunks when the depot was
+        // full, and the last `tail` frees began a new one.)
         void* again = allocate_frame(fc.frame_size, 0, 1);
-        reused_last_freed_first = again == frames[static_cast<std::size_t>(cap * (lists + 1)) - 1];
-        // The rest of the thread's list, then the depot's lists, then 5
-        // from the system.
+        reused_last_freed_first = again == frames[static_cast<std::size_t>(n) - 1];
+        // The rest of the thread's list, then the depot's lists, then the
+        // rest from chunks.
         base = live();
         std::vector<void*> more = fc.allocate(static_cast<std::size_t>(cap * (lists + 1) + 4));
         after_reuse = live() - base;
         deallocate_frame(again, fc.block_size());
         fc.free_all(more);
     });
-    // The pool kept cap * (lists + 1) of the n frees and gave the rest back.
-    EXPECT_EQ(while_alive, -n + pooled + fc.depot_blocks());
-    // Taking as many again cost the system only the 5 the pool did not have
-    // (the vector `more` is one block more); without a pool, every one.
-    EXPECT_EQ(after_reuse, 1 + (pool_enabled ? 5 : cap * (lists + 1) + 4));
+    // The pool kept the depot's lists and the last `tail` of the n frees,
+    // and gave the rest back to their chunks.
+    EXPECT_EQ(while_alive, -n + (pool_enabled ? fc.depot_blocks() + tail : 0));
+    // Taking more again took from the chunks only what the list and the
+    // depot did not have (the vector `more` is one block more); without a
+    // pool, every one.
+    const long wanted = cap * (lists + 1) + 4;
+    EXPECT_EQ(after_reuse, 1 + (pool_enabled ? wanted - (tail - 1) - fc.depot_blocks() : wanted));
     if (pool_enabled) {
         EXPECT_TRUE(reused_last_freed_first);
     }
@@ -170,7 +181,9 @@ TEST(FramePool, BlocksFreedOnAnotherThreadReachTheAllocatingThreadThroughTheDepo
     });
     // The vector of frame addresses is one more block.
     EXPECT_EQ(after_allocating - before, n + 1);
-    EXPECT_EQ(kept_by_freeing_thread, pooled + fc.depot_blocks());
+    // The depot's lists and the 10 frees after its full list went back to
+    // its chunks.
+    EXPECT_EQ(kept_by_freeing_thread, pool_enabled ? fc.depot_blocks() + 10 : 0);
     // The freeing thread's exit gave its own list back, not the depot's.
     EXPECT_EQ(live() - before, 1 + fc.depot_blocks());
 
@@ -182,13 +195,20 @@ TEST(FramePool, BlocksFreedOnAnotherThreadReachTheAllocatingThreadThroughTheDepo
         long base = live();
         std::vector<void*> again = fc.allocate(static_cast<std::size_t>(fc.depot_blocks() + 3));
         from_system = live() - base - 1;  // without the vector
-        // The depot's blocks come first. (The 3 from the system may lie
-        // where freed ones did: their chunk went back to the system when
-        // its last block did, and the system may hand it out again.)
+        // The depot's blocks come first. (The 3 after them come from the
+        // free blocks of a chunk, or a new one: they may lie where freed
+        // ones did either way.)
         for (long i = 0; i < fc.depot_blocks(); ++i) of_the_freed += freed.count(again[static_cast<std::size_t>(i)]) ? 1 : 0;
         fc.free_all(again);
     });
-    EXPECT_EQ(from_system, 3 + (pool_enabled ? 0 : fc.depot_blocks()));
+    // A chunk's free blocks become the thread's list at once, so up to a
+    // chunk's worth less one more than the 3 left its chunks.
+    if (pool_enabled) {
+        EXPECT_GE(from_system, 3);
+        EXPECT_LT(from_system, 3 + fc.blocks_per_chunk());
+    } else {
+        EXPECT_EQ(from_system, 3 + fc.depot_blocks());
+    }
     EXPECT_EQ(of_the_freed, pool_enabled ? fc.depot_blocks() : of_the_freed);
     frames = std::vector<void*>();  // frees the vector's own block
     freed.clear();
@@ -295,6 +315,46 @@ TEST(FramePool, AChunkGoesBackToTheSystemWithItsLastBlock) {
     } else {
         EXPECT_EQ(chunks_while_alive, 0);
         EXPECT_EQ(chunks_after, 0);
+    }
+}
+
+// A block given back to a chunk that other blocks still hold serves the
+// next allocation of its class before any new chunk is carved: of a burst
+// in which one block a chunk lives on, the memory of the others is used
+// again by the next burst. (When chunks were shared by every class, such a
+// block waited until all of its chunk was back, and this test's second
+// round carved about as many chunks again.)
+TEST(FramePool, BlocksGivenBackToAHeldChunkAreUsedAgain) {
+    SKIP_WITHOUT_COUNTING();
+    const frame_class fc{1500};
+    const long n = cap * (fc.depot_lists() + 1) + 20 * fc.blocks_per_chunk();
+    long new_chunks = -1, reused = 0, freed_count = 0;
+    on_new_thread([&] {
+        std::vector<void*> frames = fc.allocate(static_cast<std::size_t>(n));
+        // The first block of each chunk lives on; the rest are freed.
+        std::set<std::uintptr_t> chunks;
+        std::vector<void*> kept, freed;
+        for (void* f : frames) {
+            auto chunk = reinterpret_cast<std::uintptr_t>(f) & ~(aspen::detail::pool::chunk_bytes - 1);
+            (chunks.insert(chunk).second ? kept : freed).push_back(f);
+        }
+        fc.free_all(freed);
+        freed_count = static_cast<long>(freed.size());
+        const long chunks_before = live_chunks.load(std::memory_order_relaxed);
+        std::vector<void*> again = fc.allocate(freed.size());
+        new_chunks = live_chunks.load(std::memory_order_relaxed) - chunks_before;
+        std::set<void*> was_freed(freed.begin(), freed.end());
+        for (void* f : again) reused += static_cast<long>(was_freed.count(f));
+        fc.free_all(again);
+        fc.free_all(kept);
+    });
+    // Every freed block is on the thread's list, in the depot or free in a
+    // held chunk: the second round takes exactly those. Without a pool
+    // there are no chunks.
+    EXPECT_EQ(new_chunks, 0);
+    if (pool_enabled) {
+        EXPECT_GT(freed_count, 20 * fc.blocks_per_chunk() / 2);
+        EXPECT_EQ(reused, freed_count);
     }
 }
 

@@ -18,27 +18,27 @@
 // a carve is a bump of a pointer where a malloc was a call into glibc).
 // The lists stay small (1.5 KiB a thread).
 //
-// Pooled blocks are carved from per-thread 32 KiB chunks (chunk_bytes),
-// each block starting on a cache line and its stride a whole number of
-// lines. Why: with blocks 16 bytes apart from malloc, a task's block and
+// Pooled blocks are carved from 32 KiB chunks (chunk_bytes), one size
+// class a chunk and one chunk a class a thread carves from, each block
+// starting on a cache line and its stride a whole number of lines. Why: with blocks 16 bytes apart from malloc, a task's block and
 // its neighbour, run by two workers, shared a line that both wrote. skynet
 // at 2 workers, alternating rounds of the benchmark: faster in 18 of 19,
 // median 0.57x of TBB against 0.615x (docs/performance.md, stop 48).
 // 128-byte lines were no better than 64. Not an aligned operator new per
 // block: that made spawn_many_local 1.9x slower at 1 worker (glibc's
 // memalign path); and not a line more per malloc'd block, aligned inside
-// it: 1.6x slower there. A chunk goes back to the system when its last
-// block does (a count in the chunk, below). The price: a block given back
-// waits in its chunk until all of the chunk is back, so one long-lived
-// task keeps its chunk's 32 KiB; blocks go back to chunks only once the
-// thread's list and the depot are full. Blocks of sizes the pool does not
-// keep come from operator new as before.
+// it: 1.6x slower there. Blocks go back to their chunks only once the
+// thread's list and the depot are full, a whole list at a time. A chunk
+// goes back to the system with its last block, and until then its free
+// blocks serve the next allocations of its class (see "Chunks" below).
+// Blocks of sizes the pool does not keep come from operator new as before.
 //
 // ASPEN_NO_FRAME_POOL (set build-wide in the ASan build) sends every block
 // straight to operator new/delete so the sanitizer sees each free.
 #include <aspen/detail/frame_pool.hpp>
 
 #include <atomic>
+#include <cassert>
 #include <coroutine>
 #include <cstdint>
 #include <mutex>
@@ -58,22 +58,54 @@ thread_local constinit void* kept_frame = nullptr;
 
 namespace {
 
-// Chunks. Protocol: a chunk's `outstanding` starts at carve_bias while its
-// thread carves from it, without touching the count; each block given back
-// to the system subtracts 1 (any thread); the carving thread, when it
-// leaves the chunk (full, or the thread exits), subtracts carve_bias less
-// the number it carved. Invariant: after that retirement, outstanding is the
-// number of the chunk's blocks not given back; before it, outstanding is
-// carve_bias less those given back, which stays above 0 (a chunk holds far
-// fewer than carve_bias blocks). So the count reaches 0 exactly once, after
-// the retirement and the last block's return, and whoever brings it there
-// frees the chunk.
+// Chunks. Each chunk holds blocks of one size class, carved by one thread
+// (tls_carvers[c]) and, once handed out, freed by any. Every field of a
+// chunk but the carver's bump pointer is guarded by its class's mutex
+// (depot[c].mu, below); the carver alone moves its pointer.
+//   outstanding  carve_bias while the chunk is carved (the carver does not
+//                count its carves), +1 for each block taken from the
+//                chunk's free list, -1 for each block given back to it;
+//                at retirement (the carver leaves the chunk: full, or its
+//                thread exits) -(carve_bias - carved).
+//   free         the blocks given back, waiting for reuse.
+//   listed       in its class's list of partial chunks (prev, next).
+// Invariants: after retirement, outstanding is the number of the chunk's
+// blocks in use (handed out and not given back: on a thread's list, in
+// the depot, or a task's); before it, carve_bias less the carves not in
+// use, which stays above 0 (a chunk holds far fewer than carve_bias
+// blocks). A chunk is listed exactly when it has free blocks (its carver
+// may still be carving it: a free block is a carved one, so a taker and
+// the carver never meet). So outstanding reaches 0 once, after retirement
+// and the return of its last block, and then the chunk goes back to the
+// system at once, its free blocks with it; until then a thread that needs
+// a block of the class takes a listed chunk's free blocks before carving
+// a new one. Why one class a chunk: a block given back can then serve the
+// next allocation of its class, so one long-lived task keeps only its own
+// block, not all of its chunk's memory from reuse (with chunks shared by
+// every class, the blocks given back waited until the whole chunk was
+// back: a burst of tasks of which every hundredth lived on kept nearly all
+// of the burst's memory, and the next burst carved as much again; six
+// bursts of 400,000 blocks of 448 bytes, one in 100 kept: RSS 219 MiB
+// after the first, 1,008 after the sixth, against 219 and 240 now).
 constexpr std::size_t line_bytes = 64;
 constexpr std::uint64_t carve_bias = std::uint64_t{1} << 32;
 
 struct alignas(line_bytes) chunk_header {
-    std::atomic<std::uint64_t> outstanding;
+    std::uint64_t outstanding = carve_bias;
+    free_block* free = nullptr;
+    std::uint32_t free_count = 0;
+    bool listed = false;
+    chunk_header* prev = nullptr;
+    chunk_header* next = nullptr;
 };
+
+// Whole lines, so that no two blocks share one.
+constexpr std::size_t stride_of(std::size_t c) noexcept {
+    return ((c + 1) * granule + line_bytes - 1) / line_bytes * line_bytes;
+}
+// A listed chunk's free blocks become a thread's whole list at once.
+static_assert((chunk_bytes - sizeof(chunk_header)) / stride_of(class_of(sizeof(task_header))) <= max_cached_per_class,
+              "a chunk's free blocks must fit in one thread list");
 
 struct carver {
     std::byte* next;
@@ -81,7 +113,7 @@ struct carver {
     chunk_header* chunk;
     std::uint64_t carved;
 };
-thread_local constinit carver tls_carver{};
+thread_local constinit carver tls_carvers[num_classes]{};
 
 // blocks_from_system's count: a thread's own until its exit cleanup folds
 // it into the process's (a plain number on the paths that carve and give
@@ -107,34 +139,83 @@ chunk_header* chunk_of(void* block) noexcept {
     return reinterpret_cast<chunk_header*>(reinterpret_cast<std::uintptr_t>(block) & ~(chunk_bytes - 1));
 }
 
-// acq_rel (both decrements): the release orders this thread's use of the
-// chunk's blocks before the count's change; the acquire of the decrement
-// that reaches 0 makes every thread's use of them happen before the free.
-void drop_chunk_count(chunk_header* chunk, std::uint64_t n) noexcept {
-    if (chunk->outstanding.fetch_sub(n, std::memory_order_acq_rel) == n) {
-        chunk->~chunk_header();
-        ::operator delete(chunk, chunk_bytes, std::align_val_t{chunk_bytes});
+// The depot: full lists handed over by threads that free more blocks of a
+// class than they allocate, taken by threads whose list of that class ran
+// dry, before they ask the system allocator. Why: in a producer/consumer
+// pattern (a task spawning many that other workers run) the producer's
+// list is always empty and the consumers' always full, so every block went
+// from one thread's malloc arena and back into it from another thread,
+// whose free then waits for the arena's lock while the producer holds it:
+// spawn_many_local at 2 workers took 212 to 276 ms without the depot, 74
+// to 77 with it (1 worker unchanged). A whole list moves in one step (it
+// is already linked); one lock per class, taken once per
+// max_cached_per_class blocks. The same lock guards the class's chunks.
+struct depot_class {
+    std::mutex mu;
+    // Full lists held. Written under mu; read without it first, so that a
+    // thread freeing (allocating) a million blocks into a full (from an
+    // empty) depot does not take the lock for each: that cost
+    // spawn_many_local at 1 worker 13%.
+    std::atomic<std::uint32_t> count{0};
+    free_block* lists[depot_lists]{};
+    // Listed chunks (see "Chunks"), and how many: written under mu, read
+    // without it as count is.
+    chunk_header* partial = nullptr;
+    std::atomic<std::uint32_t> num_partial{0};
+};
+// constinit: frames may be allocated during other files' static initialisation.
+constinit depot_class depot[num_classes];
+
+// The list functions below run under d.mu. relaxed (num_partial): as
+// depot_class::count.
+void list_chunk(depot_class& d, chunk_header* ch) noexcept {
+    ch->listed = true;
+    ch->prev = nullptr;
+    ch->next = d.partial;
+    if (d.partial) d.partial->prev = ch;
+    d.partial = ch;
+    d.num_partial.store(d.num_partial.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+void unlist_chunk(depot_class& d, chunk_header* ch) noexcept {
+    ch->listed = false;
+    (ch->prev ? ch->prev->next : d.partial) = ch->next;
+    if (ch->next) ch->next->prev = ch->prev;
+    d.num_partial.store(d.num_partial.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+}
+
+// n of the chunk's count have gone: it goes back to the system at 0, else
+// it is listed if it has free blocks. Under d.mu.
+void drop_outstanding(depot_class& d, chunk_header* ch, std::uint64_t n) noexcept {
+    ch->outstanding -= n;
+    if (ch->outstanding == 0) {
+        if (ch->listed) unlist_chunk(d, ch);
+        ch->~chunk_header();
+        ::operator delete(ch, chunk_bytes, std::align_val_t{chunk_bytes});
+    } else if (!ch->listed && ch->free) {
+        list_chunk(d, ch);
     }
 }
 
-void retire_chunk() noexcept {
-    carver& k = tls_carver;
-    if (k.chunk) drop_chunk_count(k.chunk, carve_bias - k.carved);
+void retire_chunk(std::size_t c) noexcept {
+    carver& k = tls_carvers[c];
+    if (k.chunk) {
+        std::lock_guard lock(depot[c].mu);
+        drop_outstanding(depot[c], k.chunk, carve_bias - k.carved);
+    }
     k = carver{};
 }
 
-// Cut from the thread's chunk, in whole lines (a size class's blocks all
-// fit its largest frame).
+// Cut from the thread's chunk of class c.
 void* carve(std::size_t c) {
-    std::size_t stride = ((c + 1) * granule + line_bytes - 1) / line_bytes * line_bytes;
-    carver& k = tls_carver;
+    const std::size_t stride = stride_of(c);
+    carver& k = tls_carvers[c];
     if (static_cast<std::size_t>(k.end - k.next) < stride) {
         void* mem = ::operator new(chunk_bytes, std::align_val_t{chunk_bytes});
-        retire_chunk();
-        // relaxed: nobody else sees the chunk until a block of it is
-        // handed out, which publishes it (the task's spawn, or a free list).
+        retire_chunk(c);
+        // Nobody else sees the chunk until a block of it is handed out,
+        // which publishes it (the task's spawn, or a free list).
         auto* chunk = new (mem) chunk_header{};
-        chunk->outstanding.store(carve_bias, std::memory_order_relaxed);
         k = carver{static_cast<std::byte*>(mem) + sizeof(chunk_header), static_cast<std::byte*>(mem) + chunk_bytes, chunk, 0};
     }
     void* block = k.next;
@@ -144,17 +225,55 @@ void* carve(std::size_t c) {
     return block;
 }
 
-void give_back(void* block) noexcept {
-    count_blocks(-1);
-    drop_chunk_count(chunk_of(block), 1);
+// Gives the blocks of list `head` (class c) back to their chunks, under
+// one lock.
+void give_back(std::size_t c, free_block* head) noexcept {
+    if (!head) return;
+    depot_class& d = depot[c];
+    std::int64_t n = 0;
+    {
+        std::lock_guard lock(d.mu);
+        while (head) {
+            free_block* b = std::exchange(head, head->next);
+            chunk_header* ch = chunk_of(b);
+            b->next = ch->free;
+            ch->free = b;
+            ++ch->free_count;
+            drop_outstanding(d, ch, 1);
+            ++n;
+        }
+    }
+    count_blocks(-n);
+}
+
+// Gives the thread's empty list of class c the free blocks of a listed
+// chunk; false if none is listed.
+bool take_from_chunk(std::size_t c) noexcept {
+    assert(tls_lists.heads[c] == nullptr);
+    depot_class& d = depot[c];
+    // relaxed: a hint, as in give_to_depot.
+    if (d.num_partial.load(std::memory_order_relaxed) == 0) return false;
+    std::uint32_t n = 0;
+    {
+        std::lock_guard lock(d.mu);
+        chunk_header* ch = d.partial;
+        if (!ch) return false;
+        unlist_chunk(d, ch);
+        tls_lists.heads[c] = std::exchange(ch->free, nullptr);
+        n = std::exchange(ch->free_count, 0);
+        ch->outstanding += n;
+    }
+    tls_lists.room[c] = static_cast<std::uint32_t>(max_cached_per_class - n);
+    count_blocks(n);
+    return true;
 }
 
 struct pool_cleanup {
     ~pool_cleanup() {
-        for (auto*& head : tls_lists.heads) {
-            while (head) give_back(std::exchange(head, head->next));
+        for (std::size_t c = 0; c < num_classes; ++c) {
+            give_back(c, std::exchange(tls_lists.heads[c], nullptr));
+            retire_chunk(c);
         }
-        retire_chunk();
         fold_thread_blocks();
         // The thread is exiting: every later free bypasses the pool (no
         // room, and armed: free_slow) and every allocation misses it
@@ -174,28 +293,6 @@ void arm_cleanup() {
     for (auto& room : tls_lists.room) room = max_cached_per_class;
 }
 
-// The depot: full lists handed over by threads that free more blocks of a
-// class than they allocate, taken by threads whose list of that class ran
-// dry, before they ask the system allocator. Why: in a producer/consumer
-// pattern (a task spawning many that other workers run) the producer's
-// list is always empty and the consumers' always full, so every block went
-// from one thread's malloc arena and back into it from another thread,
-// whose free then waits for the arena's lock while the producer holds it:
-// spawn_many_local at 2 workers took 212 to 276 ms without the depot, 74
-// to 77 with it (1 worker unchanged). A whole list moves in one step (it
-// is already linked); one lock per class, taken once per
-// max_cached_per_class blocks.
-struct depot_class {
-    std::mutex mu;
-    // Full lists held. Written under mu; read without it first, so that a
-    // thread freeing (allocating) a million blocks into a full (from an
-    // empty) depot does not take the lock for each: that cost
-    // spawn_many_local at 1 worker 13%.
-    std::atomic<std::uint32_t> count{0};
-    free_block* lists[depot_lists]{};
-};
-// constinit: frames may be allocated during other files' static initialisation.
-constinit depot_class depot[num_classes];
 
 // Moves the thread's full list of class c to the depot; false (nothing
 // moved) if the depot's room for the class is taken.
@@ -251,13 +348,15 @@ void* allocate_from_system(std::size_t total, std::size_t result_offset) {
     // its chunk. Armed first: arming gives the class its room, which the
     // full list from the depot then takes.
     if (!tls_lists.cleanup_armed) arm_cleanup();
-    if (!past_exit_cleanup(c) && depot_has_lists(c) && take_from_depot(c))
+    // Then the free blocks of a chunk: before a new carve, so that a block
+    // given back is used again while its chunk is held by others.
+    if (!past_exit_cleanup(c) && ((depot_has_lists(c) && take_from_depot(c)) || take_from_chunk(c)))
         return start_block(pop(c), total, result_offset);
     void* block = carve(c);
     // Past the exit cleanup nothing would retire the chunk later, so it
     // goes at once: a 32 KiB chunk for each such block, back with it (only
     // thread_local destructors allocate then, and seldom).
-    if (past_exit_cleanup(c)) retire_chunk();
+    if (past_exit_cleanup(c)) retire_chunk(c);
     return start_block(block, total, result_offset);
 }
 
@@ -270,9 +369,15 @@ void free_slow(void* block, std::size_t bytes) noexcept {
     // Not armed yet: the thread's first push arms it (and gives the class
     // its room).
     if (!tls_lists.cleanup_armed) arm_cleanup();
+    if (past_exit_cleanup(c)) return give_back(c, new (block) free_block{nullptr});
     // No room otherwise: a full list, which goes to the depot if it has
-    // room.
-    if (past_exit_cleanup(c) || (tls_lists.room[c] == 0 && !give_to_depot(c))) return give_back(block);
+    // room, else back to its chunks, all of it under one lock (one a block
+    // would take the class's lock at every free of a burst); the block
+    // then starts the list anew.
+    if (tls_lists.room[c] == 0 && !give_to_depot(c)) {
+        give_back(c, std::exchange(tls_lists.heads[c], nullptr));
+        tls_lists.room[c] = max_cached_per_class;
+    }
     push(block, c);
 }
 

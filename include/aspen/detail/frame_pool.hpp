@@ -90,8 +90,9 @@ inline void* start_block(void* block, std::size_t total, std::size_t result_offs
 void* allocate_from_system(std::size_t total, std::size_t result_offset);
 void free_slow(void* block, std::size_t bytes) noexcept;
 
-// Pooled blocks carved from chunks and not given back to them (a block on
-// a free list or in the depot counts: it is not back): those of exited
+// Pooled blocks out of their chunks (carved, or taken again from a chunk's
+// free blocks) and not given back to them (a block on a free list or in
+// the depot counts: it is not back): those of exited
 // threads and the calling thread's; another living thread's count joins at
 // its exit. For the pool's tests, which run one thread at a time.
 std::int64_t blocks_from_system() noexcept;
