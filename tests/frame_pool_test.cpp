@@ -201,8 +201,8 @@ TEST(FramePool, BlocksFreedOnAnotherThreadReachTheAllocatingThreadThroughTheDepo
         for (long i = 0; i < fc.depot_blocks(); ++i) of_the_freed += freed.count(again[static_cast<std::size_t>(i)]) ? 1 : 0;
         fc.free_all(again);
     });
-    // A chunk's free blocks become the thread's list at once, so up to a
-    // chunk's worth less one more than the 3 left its chunks.
+    // A chunk's free blocks become the thread's list all at once, so from
+    // 3 up to 3 less one plus a chunk's blocks left their chunks.
     if (pool_enabled) {
         EXPECT_GE(from_system, 3);
         EXPECT_LT(from_system, 3 + fc.blocks_per_chunk());
