@@ -20,8 +20,9 @@
 //
 // Pooled blocks are carved from 32 KiB chunks (chunk_bytes), one size
 // class a chunk and one chunk a class a thread carves from, each block
-// starting on a cache line and its stride a whole number of lines. Why: with blocks 16 bytes apart from malloc, a task's block and
-// its neighbour, run by two workers, shared a line that both wrote. skynet
+// starting on a cache line and its stride a whole number of lines. Why:
+// with blocks 16 bytes apart from malloc, a task's block and its
+// neighbour, run by two workers, shared a line that both wrote. skynet
 // at 2 workers, alternating rounds of the benchmark: faster in 18 of 19,
 // median 0.57x of TBB against 0.615x (docs/performance.md, stop 48).
 // 128-byte lines were no better than 64. Not an aligned operator new per
@@ -292,7 +293,6 @@ void arm_cleanup() {
     tls_lists.cleanup_armed = true;
     for (auto& room : tls_lists.room) room = max_cached_per_class;
 }
-
 
 // Moves the thread's full list of class c to the depot; false (nothing
 // moved) if the depot's room for the class is taken.
