@@ -68,15 +68,16 @@ namespace {
 //                chunk's free list, -1 for each block given back to it;
 //                at retirement (the carver leaves the chunk: full, or its
 //                thread exits) -(carve_bias - carved).
-//   free         the blocks given back, waiting for reuse.
-//   listed       in its class's list of partial chunks (prev, next).
+//   free         the blocks given back, waiting for reuse; the chunk is
+//                in its class's list of partial chunks (prev, next)
+//                exactly while this is not empty.
 // Invariants: after retirement, outstanding is the number of the chunk's
 // blocks in use (handed out and not given back: on a thread's list, in
 // the depot, or a task's); before it, carve_bias less the carves not in
 // use, which stays above 0 (a chunk holds far fewer than carve_bias
-// blocks). A chunk is listed exactly when it has free blocks (its carver
-// may still be carving it: a free block is a carved one, so a taker and
-// the carver never meet). So outstanding reaches 0 once, after retirement
+// blocks). A chunk is listed while it has free blocks (its carver may
+// still be carving it: a free block is a carved one, so a taker and the
+// carver never meet). So outstanding reaches 0 once, after retirement
 // and the return of its last block, and then the chunk goes back to the
 // system at once, its free blocks with it; until then a thread that needs
 // a block of the class takes a listed chunk's free blocks before carving
@@ -95,7 +96,6 @@ struct alignas(line_bytes) chunk_header {
     std::uint64_t outstanding = carve_bias;
     free_block* free = nullptr;
     std::uint32_t free_count = 0;
-    bool listed = false;
     chunk_header* prev = nullptr;
     chunk_header* next = nullptr;
 };
@@ -170,7 +170,6 @@ constinit depot_class depot[num_classes];
 // The list functions below run under d.mu. relaxed (num_partial): as
 // depot_class::count.
 void list_chunk(depot_class& d, chunk_header* ch) noexcept {
-    ch->listed = true;
     ch->prev = nullptr;
     ch->next = d.partial;
     if (d.partial) d.partial->prev = ch;
@@ -179,23 +178,19 @@ void list_chunk(depot_class& d, chunk_header* ch) noexcept {
 }
 
 void unlist_chunk(depot_class& d, chunk_header* ch) noexcept {
-    ch->listed = false;
     (ch->prev ? ch->prev->next : d.partial) = ch->next;
     if (ch->next) ch->next->prev = ch->prev;
     d.num_partial.store(d.num_partial.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
 }
 
-// n of the chunk's count have gone: it goes back to the system at 0, else
-// it is listed if it has free blocks. Under d.mu.
+// n of the chunk's count have gone: at 0 it goes back to the system, its
+// free blocks with it. Under d.mu.
 void drop_outstanding(depot_class& d, chunk_header* ch, std::uint64_t n) noexcept {
     ch->outstanding -= n;
-    if (ch->outstanding == 0) {
-        if (ch->listed) unlist_chunk(d, ch);
-        ch->~chunk_header();
-        ::operator delete(ch, chunk_bytes, std::align_val_t{chunk_bytes});
-    } else if (!ch->listed && ch->free) {
-        list_chunk(d, ch);
-    }
+    if (ch->outstanding != 0) return;
+    if (ch->free) unlist_chunk(d, ch);
+    ch->~chunk_header();
+    ::operator delete(ch, chunk_bytes, std::align_val_t{chunk_bytes});
 }
 
 void retire_chunk(std::size_t c) noexcept {
@@ -237,6 +232,7 @@ void give_back(std::size_t c, free_block* head) noexcept {
         while (head) {
             free_block* b = std::exchange(head, head->next);
             chunk_header* ch = chunk_of(b);
+            if (!ch->free) list_chunk(d, ch);
             b->next = ch->free;
             ch->free = b;
             ++ch->free_count;
