@@ -103,8 +103,9 @@ struct frame_class {
 };
 
 // Blocks the system handed out: operator new's (larger frames, vectors)
-// and the pool's blocks carved from chunks (which operator new counts only
-// as their chunks, by its aligned form, not replaced here).
+// and the pool's blocks out of their chunks, which the pool counts
+// (blocks_from_system): operator new sees only the chunks, through its
+// aligned form (live_chunks).
 long live() {
     return live_blocks.load(std::memory_order_relaxed) + static_cast<long>(aspen::detail::pool::blocks_from_system());
 }
