@@ -70,6 +70,41 @@ bool ran_adopted(const aspen::join_handle<T>& h) {
     return h.valid() && (h.header() == nullptr || h.header()->adopted);
 }
 
+// A task that waits on a waker another thread fires once, 2 ms after the
+// task parked on it (as a socket's readiness would come): where a test
+// needs a child that really suspends and is woken from outside.
+class foreign_wake {
+public:
+    foreign_wake()
+        : thread_([this] {
+              while (!registered_.load()) std::this_thread::yield();
+              std::this_thread::sleep_for(std::chrono::milliseconds(2));
+              woken_.store(true);
+              parked_->wake_by_ref();
+          }) {}
+    ~foreign_wake() {
+        thread_.join();
+        parked_.reset();
+    }
+    aspen::task<int> wait_then(int value) {
+        co_await aspen::poll_fn([this](aspen::context& cx) -> aspen::poll<int> {
+            if (woken_.load()) return aspen::ready(0);
+            if (!registered_.load()) {
+                parked_.emplace(cx.waker());
+                registered_.store(true);
+            }
+            return aspen::pending;
+        });
+        co_return value;
+    }
+
+private:
+    std::optional<aspen::waker> parked_;
+    std::atomic<bool> registered_{false};
+    std::atomic<bool> woken_{false};
+    std::thread thread_;
+};
+
 template <class T>
 T run(any_runtime& rt, aspen::task<T> t) {
     std::optional<T> out;
@@ -229,39 +264,92 @@ TEST_P(JoinAdoption, AChildThatSuspendsFinishesAsAnOrdinaryTask) {
         co_await aspen::yield_now();
         co_return 3;
     };
-    std::optional<aspen::waker> parked;
-    std::atomic<bool> registered{false};
-    std::atomic<bool> woken{false};
-    auto waits = [&]() -> aspen::task<int> {
-        co_await aspen::poll_fn([&](aspen::context& cx) -> aspen::poll<int> {
-            if (woken.load()) return aspen::ready(0);
-            if (!registered.load()) {
-                parked.emplace(cx.waker());
-                registered.store(true);
-            }
-            return aspen::pending;
-        });
-        co_return 4;
-    };
-    std::thread waker_thread([&] {
-        while (!registered.load()) std::this_thread::yield();
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        woken.store(true);
-        parked->wake_by_ref();
-    });
-    auto body = [&]() -> aspen::task<int> {
-        int failures = 0;
-        auto a = aspen::spawn(yields());
-        failures += co_await a != 3;
-        failures += ran_adopted(a);
-        auto b = aspen::spawn(waits());
-        failures += co_await b != 4;
-        failures += ran_adopted(b);
-        co_return failures;
-    };
-    EXPECT_EQ(run(rt, body()), 0);
-    waker_thread.join();
-    parked.reset();
+    {
+        foreign_wake wake;
+        auto body = [&]() -> aspen::task<int> {
+            int failures = 0;
+            auto a = aspen::spawn(yields());
+            failures += co_await a != 3;
+            failures += ran_adopted(a);
+            auto b = aspen::spawn(wake.wait_then(4));
+            failures += co_await b != 4;
+            failures += ran_adopted(b);
+            co_return failures;
+        };
+        EXPECT_EQ(run(rt, body()), 0);
+    }
+    EXPECT_EQ(rt->metrics().tasks_alive, 0u);
+}
+
+// A chain of joins deeper than join_by_call's 64 nested calls: each task
+// spawns one child and awaits it. Below that depth each child runs by a
+// plain call from its joiner's await_ready; deeper ones by symmetric
+// transfer (suspend_on_join), so the stack stays bounded however deep the
+// chain. Where nobody can steal a child every join of the chain adopts.
+aspen::task<long> chain(int depth, std::atomic<long>* adopted) {
+    if (depth == 0) co_return 0;
+    auto h = aspen::spawn(chain(depth - 1, adopted));
+    long below = co_await h;
+    if (ran_adopted(h)) adopted->fetch_add(1, std::memory_order_relaxed);
+    co_return below + 1;
+}
+
+TEST_P(JoinAdoption, ChainsDeeperThanTheNestedCallsStillAdopt) {
+    any_runtime rt(GetParam());
+    constexpr int depth = 20'000;
+    std::atomic<long> adopted{0};
+    EXPECT_EQ(run(rt, chain(depth, &adopted)), depth);
+    if (GetParam() <= 1) {
+        EXPECT_EQ(adopted.load(), depth);
+    }
+    EXPECT_EQ(rt->metrics().tasks_alive, 0u);
+}
+
+// A child run by a call (join_by_call) runs grandchildren by calls too;
+// when the innermost one suspends, every level stops being adopted: each
+// finishes as an ordinary task and wakes its joiner, and the outcomes come
+// from the result slots. The wake comes from another thread (as a socket's
+// would), so the suspended tasks may finish on any worker.
+TEST_P(JoinAdoption, ASuspensionBelowNestedCallsFinishesEveryLevelAsAnOrdinaryTask) {
+    any_runtime rt(GetParam());
+    std::atomic<int> not_adopted{0};
+    {
+        foreign_wake wake;
+        auto level = [&](auto& self, int depth) -> aspen::task<int> {
+            if (depth == 0) co_return co_await wake.wait_then(1);
+            auto h = aspen::spawn(self(self, depth - 1));
+            int below = co_await h;
+            if (!ran_adopted(h)) not_adopted.fetch_add(1);
+            co_return below + 1;
+        };
+        EXPECT_EQ(run(rt, level(level, 5)), 6);
+    }
+    EXPECT_EQ(not_adopted.load(), 5);  // every level saw the suspension
+    EXPECT_EQ(rt->metrics().tasks_alive, 0u);
+}
+
+// A child run by a call whose own join cannot adopt (an abort_handle also
+// holds the grandchild) runs the grandchild nested by symmetric transfer;
+// when that one suspends, the call returns with the grandchild current,
+// and both nested runs must finish as ordinary tasks before the joiner
+// waits (join_by_call unwinds the chain above its child first).
+TEST_P(JoinAdoption, ASuspensionInATransferRunBelowACallUnwindsTheWholeChain) {
+    any_runtime rt(GetParam());
+    {
+        foreign_wake wake;
+        auto child = [&]() -> aspen::task<int> {
+            auto g = aspen::spawn(wake.wait_then(5));
+            aspen::abort_handle keeps_it_shared = g.abort_handle();
+            int v = co_await g;
+            co_return v + (ran_adopted(g) ? 100 : 1);
+        };
+        auto body = [&]() -> aspen::task<int> {
+            auto c = aspen::spawn(child());
+            int v = co_await c;
+            co_return v + (ran_adopted(c) ? 100 : 10);
+        };
+        EXPECT_EQ(run(rt, body()), 16);
+    }
     EXPECT_EQ(rt->metrics().tasks_alive, 0u);
 }
 

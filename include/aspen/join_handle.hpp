@@ -91,6 +91,7 @@ public:
             if (detail::is_complete(self->task())) return true;
             // A worker polling a task always has a current task: no call.
             if (!detail::polling_worker) detail::require_current_task("aspen::join_handle");
+            else if (detail::join_by_call(self->task())) return true;
             return false;  // await_suspend inlines the child or registers
         }
         std::coroutine_handle<> await_suspend(std::coroutine_handle<> h) noexcept {

@@ -117,6 +117,12 @@ void report(task_header* t) noexcept { report(t->sched, t->error); }
 // The task whose frame cancel_running is destroying on this thread.
 thread_local task_header* destroying = nullptr;
 
+// join_by_call: the child it runs now (innermost), and how many such calls
+// are open on this thread's stack.
+thread_local constinit task_header* called_child = nullptr;
+thread_local constinit std::uint32_t call_depth = 0;
+constexpr std::uint32_t max_call_depth = 64;
+
 // The word once t completes: COMPLETE set, the poller's flags cleared,
 // `dropped` references (life, poll) gone.
 std::uint64_t completed_word(std::uint64_t s, std::uint64_t dropped) noexcept {
@@ -630,22 +636,28 @@ void settle_inlined(task_header* t) noexcept {
     }
 }
 
+// One nested run suspended: finish its poll as an ordinary one and make
+// its joiner the current task again; returns the joiner.
+task_header* end_nested_run(task_header* child) noexcept {
+    task_header* joiner = std::exchange(child->inline_parent, nullptr);
+    // An adopted child that suspends is an ordinary nested run from now
+    // on: its completion must go through on_root_final, not back into
+    // the joiner's frame.
+    child->adopted = false;
+    if (std::exchange(child->inline_notified, false)) settle_inlined(child);
+    poll_outcome o = finish_poll(child);
+    if (o == poll_outcome::requeue || o == poll_outcome::yield)
+        child->sched->schedule(child, o == poll_outcome::yield ? schedule_kind::yield : schedule_kind::requeue);
+    tls_context.current = joiner;
+    return joiner;
+}
+
 // A chain of inlined joins suspended inside `top`: finish each inlined
 // task's poll like an ordinary one, then let its joiner register its join
 // waker (or be re-queued at once if the child already completed).
 void unwind_inlined(task_header* bottom) noexcept {
     while (tls_context.current != bottom) {
-        task_header* child = tls_context.current;
-        task_header* joiner = std::exchange(child->inline_parent, nullptr);
-        // An adopted child that suspends is an ordinary nested run from now
-        // on: its completion must go through on_root_final, not back into
-        // the joiner's frame.
-        child->adopted = false;
-        if (std::exchange(child->inline_notified, false)) settle_inlined(child);
-        poll_outcome o = finish_poll(child);
-        if (o == poll_outcome::requeue || o == poll_outcome::yield)
-            child->sched->schedule(child, o == poll_outcome::yield ? schedule_kind::yield : schedule_kind::requeue);
-        tls_context.current = joiner;
+        task_header* joiner = end_nested_run(tls_context.current);
         // The joiner is RUNNING (a ready leaf marks it NOTIFIED) or itself
         // runs nested (the wake adds REWOKEN, which its settle_inlined
         // turns into NOTIFIED): either way it is re-queued when its own
@@ -706,12 +718,38 @@ bool adoptable(task_header* t) noexcept {
     }
 }
 
+// Fork-join's common case, continue_join's first turn in one step: the
+// child never ran, is in this worker's next slot or staged array, and
+// nobody else can reach it, so it becomes the current task, adopted by
+// joiner (the caller then resumes it). The same steps and state as through
+// take_local, start_inline and adoptable, without their calls and
+// repeated checks: fib(22) 234 -> 196 instructions a spawn, fib(30) at 1
+// worker 47.4-47.8 -> 43.0-44.2 ms (four alternating benchmark runs).
+[[gnu::always_inline]] inline bool adopt_from_own_places(task_header* joiner, task_header* child) noexcept {
+    if (!polling_worker ||
+        !multi_thread_scheduler::take_target_if(polling_worker, child,
+                                                [](task_header* t) { return !t->leaf_poll && adoptable(t); }))
+        return false;
+    child->inline_notified = true;  // as start_inline (adoptable: not CANCELLED)
+    child->inline_parent = joiner;
+    child->adopted = true;  // its final suspend goes back to joiner (resume_adopter)
+    tls_context.current = child;
+    return true;
+}
+
 }  // namespace
 
 [[gnu::hot]] std::coroutine_handle<> on_root_final(task_header* t) noexcept {
     task_header* joiner = std::exchange(t->inline_parent, nullptr);
     if (!joiner) {
         t->root_done = true;  // the poller completes it after resume() returns
+        return std::noop_coroutine();
+    }
+    if (t == called_child) [[unlikely]] {
+        // Its joiner is not suspended but waits in join_by_call's resume():
+        // complete, and return there.
+        complete(t, true);
+        tls_context.current = joiner;
         return std::noop_coroutine();
     }
     // Ran nested in a joiner's poll: complete now, then the joiner goes on
@@ -731,7 +769,29 @@ namespace {
     task_header* joiner = std::exchange(t->inline_parent, nullptr);
     t->inline_notified = false;
     tls_context.current = joiner;
+    // Run by join_by_call: its joiner never suspended.
+    if (t == called_child) return std::noop_coroutine();
     return resume_joiner(joiner);
+}
+
+[[gnu::hot]] bool join_by_call(task_header* child) noexcept {
+    if (call_depth == max_call_depth) return false;
+    task_header* joiner = tls_context.current;
+    joiner->join_target = child;
+    if (!adopt_from_own_places(joiner, child)) return false;
+    task_header* outer = std::exchange(called_child, child);
+    ++call_depth;
+    child->resume_point.resume();
+    --call_depth;
+    called_child = outer;
+    // Ended (resume_adopter or on_root_final made the joiner current).
+    if (tls_context.current == joiner) [[likely]]
+        return true;
+    // It suspended, maybe inside tasks it ran nested itself: those and then
+    // the child finish their polls as ordinary nested runs.
+    unwind_inlined(child);
+    end_nested_run(child);
+    return false;
 }
 
 [[gnu::hot]] void finish_adopted(task_header* t, bool nothing_to_destroy) noexcept {
@@ -783,22 +843,7 @@ namespace {
     task_header* joiner = tls_context.current;
     suspend_on_leaf(h, leaf, poll);
     joiner->join_target = child;
-    // Fork-join's common case, continue_join's first turn in one step: the
-    // child never ran, is in this worker's next slot or staged array, and
-    // nobody else can reach it, so it runs adopted. The same steps and
-    // state as through take_local, start_inline and adoptable, without
-    // their calls and repeated checks: fib(22) 234 -> 196 instructions a
-    // spawn, fib(30) at 1 worker 47.4-47.8 -> 43.0-44.2 ms (four
-    // alternating benchmark runs).
-    if (polling_worker &&
-        multi_thread_scheduler::take_target_if(polling_worker, child,
-                                               [](task_header* t) { return !t->leaf_poll && adoptable(t); })) {
-        child->inline_notified = true;  // as start_inline (adoptable: not CANCELLED)
-        child->inline_parent = joiner;
-        child->adopted = true;  // its final suspend resumes us (resume_adopter)
-        tls_context.current = child;
-        return child->resume_point;
-    }
+    if (adopt_from_own_places(joiner, child)) return child->resume_point;
     return continue_join(joiner);
 }
 

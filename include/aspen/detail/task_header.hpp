@@ -106,6 +106,26 @@
 // keeps the block. Otherwise the task completes through the CAS path and
 // the handle keeps the block (the spin model's task-inline-* scenarios).
 //
+// Joined by a call. The same adoption usually starts earlier, in the
+// handle's await_ready (join_by_call): the child is taken out of this
+// worker's places as above and resumed by a plain call, so the joiner does
+// not suspend at all and g++'s coroutine code skips an exit from the
+// joiner's frame and the re-entry into it. The child's final suspend
+// (resume_adopter, or on_root_final for a child that stopped being adopted)
+// then only makes the joiner current again and returns to that call,
+// which knows the child by the thread's `called_child`. The word goes
+// through exactly the states of an adoption by symmetric transfer; only
+// who resumes whom differs. A child that suspends instead returns from the
+// call with itself (or a task it ran nested) current: join_by_call
+// finishes those nested runs as unwind_inlined does, and the joiner then
+// awaits as for any child that is not in its places. At most 64 such calls
+// are open on a thread's stack (skynet needs 6, fib(30) 30); a deeper join
+// takes the symmetric-transfer path, whose stack does not grow. It pays
+// far beyond the 3% of instructions it saves (skynet; timings in
+// docs/performance.md, History, stop 50), most likely because a call and
+// its return are predicted where the chain of indirect jumps of symmetric
+// transfer is not (this VM has no hardware counters to show it).
+//
 // Invariants: RUNNING is held by at most one thread (the CAS that sets it
 // fails for everyone else), and a NOTIFIED task is in at most one queue or
 // run nested by the one thread that took it out of its queue, so a frame is
@@ -297,6 +317,13 @@ std::coroutine_handle<> suspend_on_join(std::coroutine_handle<> h, void* leaf, l
 // either await_resume, so the joiner runs on, and may join again or spawn,
 // between the child's end and that await_resume.
 std::coroutine_handle<> resume_adopter(task_header* child) noexcept;
+// A joiner's await_ready on the handle of `child`: when child never ran,
+// sits in this worker's own places and nobody else can reach it (as
+// suspend_on_join adopts it), runs it adopted by a plain call, so the
+// joiner does not suspend at all; true when child ended so (its outcome
+// waits as an adopted one's, or it completed). false: not run, or it
+// suspended (then it is an ordinary task again) and the joiner waits.
+bool join_by_call(task_header* child) noexcept;
 // The joiner has moved the adopted child's outcome out of its frame: the
 // child completes, its frame destroyed unless `nothing_to_destroy`
 // (promise_base). The handle keeps the block.
