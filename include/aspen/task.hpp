@@ -252,19 +252,32 @@ public:
 
     struct awaiter {
         std::coroutine_handle<promise_type> h;
-        bool await_ready() const {
+        bool started = false;
+        bool await_ready() {
             if (!h) throw std::logic_error("aspen::task: awaiting an empty task (moved-from or spawned)");
             if (h.done()) throw std::logic_error("aspen::task: the task was already awaited");
-            return false;
+            if (detail::nested_calls == detail::max_nested_calls) return false;
+            // Run it now by a plain call (see task_header.hpp, "Joined by
+            // a call"): its final suspend returns here through the noop
+            // continuation. Nobody can resume it meanwhile: the task it
+            // belongs to is being polled by this thread.
+            started = true;
+            h.promise().continuation = std::noop_coroutine();
+            ++detail::nested_calls;
+            h.resume();
+            --detail::nested_calls;
+            return h.done();
         }
         std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
             h.promise().continuation = awaiting;
+            // Started and suspended: whoever resumes it resumes us at its end.
+            if (started) return std::noop_coroutine();
             return h;
         }
         T await_resume() { return h.promise().take(); }
     };
-    awaiter operator co_await() & noexcept { return awaiter{h_}; }
-    awaiter operator co_await() && noexcept { return awaiter{h_}; }
+    awaiter operator co_await() & noexcept { return awaiter{h_, false}; }
+    awaiter operator co_await() && noexcept { return awaiter{h_, false}; }
 
 private:
     friend detail::task_header* detail::release_task<T>(task<T>&&);

@@ -117,11 +117,8 @@ void report(task_header* t) noexcept { report(t->sched, t->error); }
 // The task whose frame cancel_running is destroying on this thread.
 thread_local task_header* destroying = nullptr;
 
-// join_by_call: the child it runs now (innermost), and how many such calls
-// are open on this thread's stack.
+// join_by_call: the child it runs now (innermost).
 thread_local constinit task_header* called_child = nullptr;
-thread_local constinit std::uint32_t call_depth = 0;
-constexpr std::uint32_t max_call_depth = 64;
 
 // The word once t completes: COMPLETE set, the poller's flags cleared,
 // `dropped` references (life, poll) gone.
@@ -241,6 +238,8 @@ bool only_the_joiner_holds(std::uint64_t s) noexcept {
 }
 
 }  // namespace
+
+thread_local constinit std::uint32_t nested_calls = 0;
 
 task_header* current_task() noexcept { return tls_context.current; }
 scheduler* current_scheduler() noexcept { return tls_context.sched; }
@@ -775,14 +774,14 @@ namespace {
 }
 
 [[gnu::hot]] bool join_by_call(task_header* child) noexcept {
-    if (call_depth == max_call_depth) return false;
+    if (nested_calls == max_nested_calls) return false;
     task_header* joiner = tls_context.current;
     joiner->join_target = child;
     if (!adopt_from_own_places(joiner, child)) return false;
     task_header* outer = std::exchange(called_child, child);
-    ++call_depth;
+    ++nested_calls;
     child->resume_point.resume();
-    --call_depth;
+    --nested_calls;
     called_child = outer;
     // Ended (resume_adopter or on_root_final made the joiner current).
     if (tls_context.current == joiner) [[likely]]

@@ -118,9 +118,13 @@
 // who resumes whom differs. A child that suspends instead returns from the
 // call with itself (or a task it ran nested) current: join_by_call
 // finishes those nested runs as unwind_inlined does, and the joiner then
-// awaits as for any child that is not in its places. At most 64 such calls
-// are open on a thread's stack (skynet needs 6, fib(30) 30); a deeper join
-// takes the symmetric-transfer path, whose stack does not grow. It pays
+// awaits as for any child that is not in its places. An inline
+// `co_await` of a task<T> starts its child the same way (task.hpp: the
+// child's continuation is the noop coroutine until the child suspends,
+// when await_suspend makes it the awaiter). At most max_nested_calls (64)
+// such calls, both kinds together, are open on a thread's stack (skynet
+// needs 6, fib(30) 30); a deeper await takes the symmetric-transfer
+// path, whose stack does not grow. It pays
 // far beyond the 3% of instructions it saves (skynet; timings in
 // docs/performance.md, History, stop 50), most likely because a call and
 // its return are predicted where the chain of indirect jumps of symmetric
@@ -294,6 +298,13 @@ void spawn_root(scheduler* s, task_header* t);
 // which scheduler and which thread it is (see "Spawning from a worker" in
 // multi_thread.hpp).
 extern thread_local constinit void* polling_worker;
+// How many coroutines this thread runs now by a plain call from an
+// await_ready instead of by symmetric transfer (task<T>'s await, and
+// join_by_call): each such call keeps a frame on the thread's stack, so at
+// most max_nested_calls are open; past that the awaits transfer, whose
+// stack does not grow.
+extern thread_local constinit std::uint32_t nested_calls;
+inline constexpr std::uint32_t max_nested_calls = 64;
 void spawn_on_worker(task_header* t);
 // The root coroutine of t finished; returns what to resume next (the joiner
 // that ran t inline, or nothing).
