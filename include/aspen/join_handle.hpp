@@ -88,11 +88,18 @@ public:
         explicit awaiter(join_handle* h) noexcept : self(h) {}
         bool await_ready() {
             self->check_awaitable();
-            if (detail::is_complete(self->task())) return true;
-            // A worker polling a task always has a current task: no call.
-            if (!detail::polling_worker) detail::require_current_task("aspen::join_handle");
-            else if (detail::join_by_call(self->task())) return true;
-            return false;  // await_suspend inlines the child or registers
+            detail::task_header* t = self->task();
+            void* worker = detail::polling_worker;
+            if (!worker) {
+                if (detail::is_complete(t)) return true;
+                detail::require_current_task("aspen::join_handle");
+                return false;  // await_suspend registers the join waker
+            }
+            // A worker polling a task always has a current task. Its common
+            // case first: a child that join_by_call can run was never run,
+            // so it is not complete, and the word is read only once.
+            if (detail::join_by_call(worker, t)) return true;
+            return detail::is_complete(t);  // else await_suspend inlines the child or registers
         }
         std::coroutine_handle<> await_suspend(std::coroutine_handle<> h) noexcept {
             return detail::suspend_on_join(h, this, &poll_thunk, self->task());

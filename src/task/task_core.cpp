@@ -724,9 +724,9 @@ bool adoptable(task_header* t) noexcept {
 // take_local, start_inline and adoptable, without their calls and
 // repeated checks: fib(22) 234 -> 196 instructions a spawn, fib(30) at 1
 // worker 47.4-47.8 -> 43.0-44.2 ms (four alternating benchmark runs).
-[[gnu::always_inline]] inline bool adopt_from_own_places(task_header* joiner, task_header* child) noexcept {
-    if (!polling_worker ||
-        !multi_thread_scheduler::take_target_if(polling_worker, child,
+// `worker`: the thread's polling_worker, not null.
+[[gnu::always_inline]] inline bool adopt_from_own_places(void* worker, task_header* joiner, task_header* child) noexcept {
+    if (!multi_thread_scheduler::take_target_if(worker, child,
                                                 [](task_header* t) { return !t->leaf_poll && adoptable(t); }))
         return false;
     child->inline_notified = true;  // as start_inline (adoptable: not CANCELLED)
@@ -773,11 +773,15 @@ namespace {
     return resume_joiner(joiner);
 }
 
-[[gnu::hot]] bool join_by_call(task_header* child) noexcept {
+[[gnu::hot]] bool join_by_call(void* worker, task_header* child) noexcept {
     if (nested_calls == max_nested_calls) return false;
     task_header* joiner = tls_context.current;
-    joiner->join_target = child;
-    if (!adopt_from_own_places(joiner, child)) return false;
+    // joiner->join_target is not set: only continue_join and the generic
+    // path of on_root_final read it, for tasks the joiner runs nested
+    // through them, and during this call the joiner runs none (its child
+    // ends through the called_child paths). If the child suspends, the
+    // joiner waits through suspend_on_join, which sets it.
+    if (!adopt_from_own_places(worker, joiner, child)) return false;
     task_header* outer = std::exchange(called_child, child);
     ++nested_calls;
     child->resume_point.resume();
@@ -842,7 +846,7 @@ namespace {
     task_header* joiner = tls_context.current;
     suspend_on_leaf(h, leaf, poll);
     joiner->join_target = child;
-    if (adopt_from_own_places(joiner, child)) return child->resume_point;
+    if (polling_worker && adopt_from_own_places(polling_worker, joiner, child)) return child->resume_point;
     return continue_join(joiner);
 }
 

@@ -118,7 +118,10 @@
 // who resumes whom differs. A child that suspends instead returns from the
 // call with itself (or a task it ran nested) current: join_by_call
 // finishes those nested runs as unwind_inlined does, and the joiner then
-// awaits as for any child that is not in its places. An inline
+// awaits as for any child that is not in its places (or takes the outcome
+// at once, if the child completed meanwhile). await_ready tries the call
+// before it reads whether the child is complete: a child it can call never
+// ran, so that read is only needed when the call does not happen. An inline
 // `co_await` of a task<T> starts its child the same way (task.hpp: the
 // child's continuation is the noop coroutine until the child suspends,
 // when await_suspend makes it the awaiter). At most max_nested_calls (64)
@@ -334,7 +337,8 @@ std::coroutine_handle<> resume_adopter(task_header* child) noexcept;
 // joiner does not suspend at all; true when child ended so (its outcome
 // waits as an adopted one's, or it completed). false: not run, or it
 // suspended (then it is an ordinary task again) and the joiner waits.
-bool join_by_call(task_header* child) noexcept;
+// `worker` is the thread's polling_worker, not null (the caller has read it).
+bool join_by_call(void* worker, task_header* child) noexcept;
 // The joiner has moved the adopted child's outcome out of its frame: the
 // child completes, its frame destroyed unless `nothing_to_destroy`
 // (promise_base). The handle keeps the block.
