@@ -86,6 +86,11 @@ std::int64_t aspen_fib(aspen::runtime& rt, int n);
 // left freed memory behind for the tasks to reuse. -1 if the count is off.
 std::int64_t sleep_many_resident_bytes_per_task(aspen::runtime& rt);
 
+// One line: how long a serial recursion takes pinned to each CPU this
+// process may use (host_check.cpp says why). Restores the calling thread's
+// CPU mask before it returns.
+std::string host_check();
+
 // Note for workload code: await a send into a named variable, then test it.
 // With g++ 12.2, `if (co_await tx.send(v)) throw ...;` left a coroutine
 // reading uninitialised frame state (valgrind) and hanging or skipping its

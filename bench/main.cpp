@@ -507,6 +507,10 @@ int main(int argc, char** argv) {
     };
     const std::size_t max_workers = *std::max_element(opt.workers.begin(), opt.workers.end());
 
+    // The host's state beside the table (host_check.cpp), before and after
+    // the measurements; not in the CSV, whose columns are fixed.
+    const std::string host_before = opt.csv ? std::string() : bench::host_check();
+
     // First, before any thread exists: the memory children.
     bool rss_failed = false, sleep_bytes_failed = false;
     std::optional<long> rss_kib, sleep_bytes;
@@ -562,6 +566,7 @@ int main(int argc, char** argv) {
     }
     for (auto& r : results)
         if (r.w.serial) r.serial = measure("serial", r.w, 1, opt.runs, [&] { return r.w.serial(); });
+    const std::string host_after = opt.csv ? std::string() : bench::host_check();
 
     bool all_ok = !rss_failed && !sleep_bytes_failed;
     for (const auto& r : results) {
@@ -584,8 +589,9 @@ int main(int argc, char** argv) {
         return all_ok ? 0 : 1;
     }
 
-    std::printf("aspen-bench: median and min of %d run%s after one warm-up, times in ms\n\n", opt.runs,
+    std::printf("aspen-bench: median and min of %d run%s after one warm-up, times in ms\n", opt.runs,
                 opt.runs == 1 ? "" : "s");
+    std::printf("%s, before the runs\n%s, after them\n\n", host_before.c_str(), host_after.c_str());
     const bool any_compute = std::any_of(results.begin(), results.end(), [](const bench_results& r) { return !r.w.asio; });
     if (any_compute)
         std::printf("%-18s %-10s %7s %10s %10s %10s %10s %10s %10s %9s %11s  %s\n", "bench", "param", "workers",
